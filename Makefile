@@ -1,0 +1,51 @@
+# gpuorch: the commands people type. CMake + Ninja do the building.
+#   make          release build in build/
+#   make test     ASan+UBSan build in build-test/, every test through ctest
+#   make run      the main job: plan the demo jobs onto the demo cluster
+#   make bench    benchmarks, results into bench/RESULTS.md
+#   make deps     install missing Debian packages (apt-get update first)
+
+BUILD      ?= build
+TEST_BUILD ?= build-test
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libcmocka-dev \
+               clang-format python3
+
+.PHONY: all deps build test run bench format format-check clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+build:
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUORCH_TESTS=OFF >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: deps
+	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUORCH_SANITIZE=ON >/dev/null
+	@cmake --build $(TEST_BUILD) -j $(JOBS)
+	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+run: deps build
+	./$(BUILD)/gpuorch plan --cluster examples/cluster-demo.yaml --jobs examples/jobs-demo.yaml
+
+bench: deps build
+	./bench/run.sh $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD)

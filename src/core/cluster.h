@@ -1,0 +1,198 @@
+/* cluster.h: the cluster as the core sees it: switches, pools, teams, nodes and GPUs,
+ * and the allocation state of every GPU (whole, MIG-partitioned or shared). Built by
+ * the spec readers through cluster_add_*(), then changed only by applying and
+ * releasing worker allocations and MIG layout changes, so every counter stays exact.
+ *
+ * Compute is counted in GPU units: GPU_UNITS per whole GPU, chosen so that a MIG
+ * slice (compute slices / 7 or / 4) and a thousandth of a GPU are whole numbers. */
+#pragma once
+
+#include "core/catalog.h"
+#include "core/mig.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GPU_UNITS 28000u         /* one GPU-equivalent: lcm(1000, 7, 4) */
+#define CLUSTER_MAX_MODELS 64    /* distinct GPU models in one cluster (a mask is 64 bits) */
+#define NODE_MAX_GPUS 16
+#define NO_SWITCH UINT32_MAX
+
+typedef enum Tier { TIER_OWNED, TIER_RESERVED, TIER_ON_DEMAND, TIER_SPOT, TIER_COUNT } Tier;
+#define TIERS_ALL ((1u << TIER_COUNT) - 1)
+
+typedef enum Interconnect { IC_PCIE, IC_NVLINK_PAIRS, IC_NVSWITCH } Interconnect;
+
+typedef enum GpuMode {
+    GPU_WHOLE,  /* not partitioned, not shared: free when used_units == 0 */
+    GPU_SHARED, /* MPS clients share it; used_units is the sum of their shares */
+    GPU_MIG,    /* MIG mode: `mig` holds the instances, `mig_busy` those allocated */
+} GpuMode;
+
+typedef struct Gpu {
+    uint8_t mode;        /* GpuMode */
+    uint8_t mig_busy;    /* start-slot mask of allocated MIG instances */
+    uint16_t n_clients;  /* shares on a GPU_SHARED GPU */
+    uint32_t used_units; /* allocated compute, in GPU_UNITS (0..GPU_UNITS) */
+    MigLayout mig;
+} Gpu;
+
+typedef struct Switch {
+    char *name;
+    uint32_t parent; /* switch index or NO_SWITCH */
+    bool is_leaf;    /* nodes attach to it */
+} Switch;
+
+/* A cluster-local GPU model: the catalogue entry, or a model the spec names that the
+ * catalogue does not know (no MIG, memory from the spec). */
+typedef struct ClusterModel {
+    GpuModel m;       /* name owned by the cluster */
+    bool in_catalog;
+} ClusterModel;
+
+typedef struct Pool {
+    char *name;
+    Tier tier;
+    int64_t price_micro_usd; /* per GPU-hour */
+    uint32_t nodes;          /* nodes now */
+    uint32_t *leaves;        /* switch indices the nodes are spread over, round-robin */
+    size_t n_leaves;
+    /* the node template */
+    uint8_t model; /* cluster model index */
+    uint8_t gpus;
+    uint8_t interconnect; /* Interconnect */
+    bool mig;             /* may the GPUs be MIG-partitioned */
+    uint16_t fabric;      /* interned label, 0 = none */
+    uint32_t cpu_milli;
+    uint32_t memory_mib;
+    MigLayout initial_mig; /* layout the GPUs start in (empty: MIG off) */
+} Pool;
+
+typedef struct Team {
+    char *name;
+    double guaranteed_gpus; /* GPU-equivalents */
+    double burst_gpus;
+    double weight;
+    char **projects;
+    size_t n_projects;
+} Team;
+
+typedef struct Node {
+    char *name;
+    uint32_t pool;
+    uint32_t leaf;  /* switch index or NO_SWITCH */
+    uint32_t spine; /* the leaf's parent or NO_SWITCH */
+    uint32_t gpu0;  /* index of its first GPU in Cluster.gpus */
+    uint8_t n_gpus;
+    uint8_t model;
+    uint8_t interconnect;
+    bool mig_allowed;
+    bool schedulable; /* false: drained or gone, nothing new lands here */
+    uint16_t fabric;
+    uint8_t free_whole; /* GPUs in GPU_WHOLE mode with nothing allocated */
+    uint8_t idle_mig;   /* GPUs in MIG mode with no instance allocated */
+    uint32_t cpu_milli, cpu_used_milli;
+    uint32_t memory_mib, memory_used_mib;
+    uint32_t used_units; /* sum over its GPUs */
+    uint32_t version;    /* bumped on every change, for score caches */
+    /* workers on it by shape: [0] slices and shares, [k] k whole GPUs */
+    uint16_t workers_by_gpus[NODE_MAX_GPUS + 1];
+} Node;
+
+typedef struct Cluster {
+    char *name;
+    ClusterModel models[CLUSTER_MAX_MODELS];
+    size_t n_models;
+    Switch *switches;
+    size_t n_switches, switches_cap;
+    Pool *pools;
+    size_t n_pools, pools_cap;
+    Team *teams;
+    size_t n_teams, teams_cap;
+    Node *nodes;
+    size_t n_nodes, nodes_cap;
+    Gpu *gpus;
+    size_t n_gpus, gpus_cap;
+    char **fabrics; /* interned labels; [0] is "" */
+    size_t n_fabrics, fabrics_cap;
+    uint64_t used_units; /* over the whole cluster */
+    uint32_t max_gpus_per_node;
+} Cluster;
+
+/* Building. Strings are copied. Each returns an index, or a negative errno
+ * (-EEXIST for a duplicate name, -ENOMEM, -E2BIG past a limit). */
+Cluster *cluster_new(const char *name);
+void cluster_free(Cluster *c);
+int cluster_model(Cluster *c, const char *name, uint32_t memory_mib_if_unknown);
+int cluster_add_switch(Cluster *c, const char *name, const char *parent);
+int cluster_fabric(Cluster *c, const char *label); /* interns; "" or NULL is 0 */
+int cluster_add_pool(Cluster *c, const Pool *tmpl); /* copies name and leaves */
+int cluster_add_team(Cluster *c, const Team *t);    /* copies strings */
+/* A node of the pool's template named `name` attached to `leaf` (or NO_SWITCH). */
+int cluster_add_node(Cluster *c, uint32_t pool, const char *name, uint32_t leaf);
+/* Create the pool's `nodes` nodes, named <pool>-<index>, spread over its leaves. */
+int cluster_add_pool_nodes(Cluster *c, uint32_t pool);
+
+int cluster_find_switch(const Cluster *c, const char *name);
+int cluster_find_node(const Cluster *c, const char *name);
+int cluster_find_team(const Cluster *c, const char *name);
+int cluster_find_model(const Cluster *c, const char *name); /* alias-aware */
+
+static inline const GpuModel *node_model(const Cluster *c, const Node *n)
+{
+    return &c->models[n->model].m;
+}
+static inline Gpu *node_gpu(Cluster *c, const Node *n, unsigned i)
+{
+    return &c->gpus[n->gpu0 + i];
+}
+static inline const Gpu *node_gpu_c(const Cluster *c, const Node *n, unsigned i)
+{
+    return &c->gpus[n->gpu0 + i];
+}
+
+/* A worker's share of one GPU. */
+typedef enum GrantKind { GRANT_WHOLE, GRANT_MIG, GRANT_SHARE } GrantKind;
+
+typedef struct Grant {
+    uint8_t index; /* GPU index inside the node */
+    uint8_t kind;  /* GrantKind */
+    uint8_t mig_profile, mig_start;
+    uint16_t milli; /* GRANT_SHARE: thousandths of the GPU */
+} Grant;
+
+typedef struct WorkerAlloc {
+    uint32_t node;
+    uint32_t cpu_milli;
+    uint32_t memory_mib;
+    uint8_t n_grants;
+    Grant grants[NODE_MAX_GPUS];
+} WorkerAlloc;
+
+/* A MIG layout change the placement needs before a worker can start. */
+typedef struct MigChange {
+    uint32_t node;
+    uint8_t index; /* GPU inside the node */
+    MigLayout before, after;
+} MigChange;
+
+uint32_t grant_units(const Cluster *c, const Node *n, const Grant *g);
+uint32_t worker_units(const Cluster *c, const WorkerAlloc *w);
+
+/* Apply or undo one worker's allocation. Apply assumes the resources are free (the
+ * placer checked); release assumes they were applied. */
+void cluster_apply_worker(Cluster *c, const WorkerAlloc *w);
+void cluster_release_worker(Cluster *c, const WorkerAlloc *w);
+
+/* Change a GPU's MIG layout (MIG_NONE everywhere turns MIG off). Allocated instances
+ * must survive. -EBUSY when they would not, -EINVAL for an invalid layout. */
+int cluster_set_mig(Cluster *c, uint32_t node, unsigned index, const MigLayout *after);
+
+/* Check every counter against the per-GPU state; for tests. */
+bool cluster_consistent(const Cluster *c);
+
+const char *tier_name(Tier t);
+int tier_from_name(const char *s); /* -1 when unknown */
+const char *interconnect_name(Interconnect ic);
+int interconnect_from_name(const char *s);

@@ -1,0 +1,761 @@
+/* place.c: the placer. Feasibility and capacity are exact (CPU, memory, whole GPUs,
+ * MPS shares, MIG geometry with idle instances re-carvable), so a gang is placed by
+ * choosing the tightest topology domain whose summed capacity covers it and then
+ * filling that domain worker by worker: every valid choice inside a node lowers that
+ * node's capacity by exactly one worker (shares and whole GPUs trivially; MIG because
+ * the valid starts of a profile are disjoint aligned blocks), so greedy filling never
+ * strands a gang that fits. */
+#include "core/place.h"
+#include "core/policies.h"
+
+#include "util/macro.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#define MILLI_UNITS (GPU_UNITS / 1000)
+
+unsigned gpu_free_milli(const Gpu *g)
+{
+    switch (g->mode) {
+    case GPU_WHOLE:
+        return g->used_units ? 0 : 1000;
+    case GPU_SHARED:
+        return (GPU_UNITS - g->used_units) / MILLI_UNITS;
+    case GPU_MIG:
+        return g->mig_busy ? 0 : 1000; /* MIG can be turned off */
+    }
+    return 0;
+}
+
+SliceMode place_slice_mode(const Cluster *c, const Node *n, const Request *r)
+{
+    (void)c;
+    unsigned mi = n->model;
+    switch (r->kind) {
+    case REQ_MIG:
+        return n->mig_allowed && r->mig_profile[mi] >= 0 ? SLICE_MIG : SLICE_NONE;
+    case REQ_MEMORY:
+        if (n->mig_allowed && r->mig_profile[mi] >= 0)
+            return SLICE_MIG;
+        return r->share_milli[mi] ? SLICE_SHARE : SLICE_NONE;
+    case REQ_FRACTION:
+        return r->share_milli[mi] ? SLICE_SHARE : SLICE_NONE;
+    default:
+        return SLICE_NONE;
+    }
+}
+
+uint32_t place_units_on(const Cluster *c, const Node *n, const Request *r)
+{
+    return request_units_on(c, r, n->model, place_slice_mode(c, n, r) == SLICE_MIG);
+}
+
+void place_effective_request(const Policy *p, const Request *r, Request *ret)
+{
+    *ret = *r;
+    if (!(p->flags & POLICY_INDIVISIBLE))
+        return;
+    if (r->kind == REQ_MIG || r->kind == REQ_MEMORY || r->kind == REQ_FRACTION) {
+        /* GPUs are integers: a slice request takes one whole GPU of a model it fits */
+        uint64_t models = 0;
+        for (unsigned mi = 0; mi < CLUSTER_MAX_MODELS; mi++)
+            if ((r->models & (1ull << mi)) && (r->mig_profile[mi] >= 0 || r->share_milli[mi]))
+                models |= 1ull << mi;
+        ret->kind = REQ_GPUS;
+        ret->gpus = 1;
+        ret->models = models;
+        memset(ret->mig_profile, -1, sizeof(ret->mig_profile));
+        memset(ret->share_milli, 0, sizeof(ret->share_milli));
+    }
+}
+
+/* ---- feasibility and capacity ---- */
+
+static bool node_admits(const Cluster *c, const Node *n, const Request *r)
+{
+    if (!n->schedulable || !(r->models & (1ull << n->model)))
+        return false;
+    if (r->fabric && n->fabric != r->fabric)
+        return false;
+    return (r->tiers >> c->pools[n->pool].tier) & 1;
+}
+
+static unsigned host_cap(const Node *n, const Request *r, unsigned limit)
+{
+    unsigned cap = limit;
+    if (r->cpu_milli)
+        cap = MIN(cap, (n->cpu_milli - n->cpu_used_milli) / r->cpu_milli);
+    if (r->memory_mib)
+        cap = MIN(cap, (n->memory_mib - n->memory_used_mib) / r->memory_mib);
+    return cap;
+}
+
+static unsigned gpu_cap(const Cluster *c, const Node *n, const Request *r, unsigned limit)
+{
+    if (r->kind == REQ_NONE)
+        return limit;
+    if (r->kind == REQ_GPUS)
+        return (unsigned)(n->free_whole + n->idle_mig) / r->gpus;
+    SliceMode mode = place_slice_mode(c, n, r);
+    unsigned total = 0;
+    if (mode == SLICE_MIG) {
+        const GpuModel *m = node_model(c, n);
+        int p = r->mig_profile[n->model];
+        for (unsigned i = 0; i < n->n_gpus && total < limit; i++) {
+            const Gpu *g = node_gpu_c(c, n, i);
+            if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units))
+                continue;
+            total += mig_max_addable(m, &g->mig, g->mig_busy, p);
+        }
+    } else if (mode == SLICE_SHARE) {
+        unsigned want = r->share_milli[n->model];
+        for (unsigned i = 0; i < n->n_gpus && total < limit; i++)
+            total += gpu_free_milli(node_gpu_c(c, n, i)) / want;
+    }
+    return total;
+}
+
+unsigned place_node_capacity(const PlaceCtx *ctx, const Cluster *c, uint32_t node,
+                             const Request *r, unsigned limit)
+{
+    (void)ctx;
+    const Node *n = &c->nodes[node];
+    if (!node_admits(c, n, r))
+        return 0;
+    unsigned cap = host_cap(n, r, limit);
+    if (cap == 0)
+        return 0;
+    return MIN(cap, gpu_cap(c, n, r, cap));
+}
+
+/* ---- choices inside a node ---- */
+
+static bool gpu_whole_free(const Gpu *g)
+{
+    return g->mode == GPU_WHOLE && g->used_units == 0;
+}
+
+static bool gpu_mig_idle(const Gpu *g)
+{
+    return g->mode == GPU_MIG && g->mig_busy == 0;
+}
+
+/* Choose `want` whole GPUs on n, keeping NVLink pairs and PCIe halves together.
+ * Free GPUs first; idle MIG GPUs (which must leave MIG mode) only when short. */
+static unsigned choose_whole(const Cluster *c, const Node *n, unsigned want, uint8_t *out)
+{
+    bool taken[NODE_MAX_GPUS] = {false};
+    unsigned got = 0;
+    const unsigned ng = n->n_gpus;
+#define TAKE(i)                                                                                    \
+    do {                                                                                           \
+        taken[i] = true;                                                                           \
+        out[got++] = (uint8_t)(i);                                                                 \
+    } while (0)
+    if (n->interconnect == IC_NVLINK_PAIRS) {
+        /* whole pairs for the even part, then GPUs whose partner is busy */
+        for (unsigned i = 0; i + 1 < ng && got + 2 <= want; i += 2)
+            if (gpu_whole_free(node_gpu_c(c, n, i)) && gpu_whole_free(node_gpu_c(c, n, i + 1))) {
+                TAKE(i);
+                TAKE(i + 1);
+            }
+        for (unsigned i = 0; i < ng && got < want; i++) {
+            unsigned partner = i ^ 1u;
+            if (!taken[i] && gpu_whole_free(node_gpu_c(c, n, i)) &&
+                (partner >= ng || !gpu_whole_free(node_gpu_c(c, n, partner)) || taken[partner]))
+                TAKE(i);
+        }
+    } else if (n->interconnect == IC_PCIE && want <= ng / 2 && ng >= 2) {
+        /* the PCIe half (NUMA side) with the fewest free GPUs that still fits */
+        unsigned half = ng / 2, best = 2, best_free = UINT32_MAX;
+        for (unsigned h = 0; h < 2; h++) {
+            unsigned f = 0;
+            for (unsigned i = h * half; i < (h + 1) * half; i++)
+                f += gpu_whole_free(node_gpu_c(c, n, i));
+            if (f >= want && f < best_free) {
+                best = h;
+                best_free = f;
+            }
+        }
+        for (unsigned i = best * half; best < 2 && i < (best + 1) * half && got < want; i++)
+            if (gpu_whole_free(node_gpu_c(c, n, i)))
+                TAKE(i);
+    }
+    for (unsigned i = 0; i < ng && got < want; i++)
+        if (!taken[i] && gpu_whole_free(node_gpu_c(c, n, i)))
+            TAKE(i);
+    for (unsigned i = 0; i < ng && got < want; i++)
+        if (!taken[i] && gpu_mig_idle(node_gpu_c(c, n, i)))
+            TAKE(i);
+#undef TAKE
+    return got;
+}
+
+/* Default share choice: the GPU with the least free room that still fits (ties to
+ * the lower index), real free GPUs before idle MIG ones. */
+static void default_pick_share(const Cluster *c, const Node *n, unsigned want, SlicePick *ret)
+{
+    unsigned best_key = UINT32_MAX;
+    for (unsigned i = 0; i < n->n_gpus; i++) {
+        const Gpu *g = node_gpu_c(c, n, i);
+        unsigned f = gpu_free_milli(g);
+        if (f < want)
+            continue;
+        unsigned key = f * 2 + (g->mode == GPU_MIG);
+        if (key < best_key) {
+            best_key = key;
+            *ret = (SlicePick){.index = (uint8_t)i};
+        }
+    }
+}
+
+/* Default MIG choice: reuse an idle instance of the profile, else create one in free
+ * slots, else re-carve idle instances, else partition a free GPU; inside a class the
+ * busiest GPU, then the lowest index and start. */
+static void default_pick_mig(const Cluster *c, const Node *n, int p, SlicePick *ret)
+{
+    const GpuModel *m = node_model(c, n);
+    int best_class = 4;
+    uint32_t best_used = 0;
+    for (unsigned i = 0; i < n->n_gpus; i++) {
+        const Gpu *g = node_gpu_c(c, n, i);
+        if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units))
+            continue;
+        uint8_t reuse = 0;
+        for (int s = 0; s < MIG_MAX_SLOTS; s++)
+            if (g->mig.profile_at[s] == p && !(g->mig_busy & (1u << s)))
+                reuse |= (uint8_t)(1u << s);
+        uint8_t fresh = mig_free_starts(m, &g->mig, p);
+        uint8_t recarve = mig_recarve_starts(m, &g->mig, g->mig_busy, p);
+        int cls;
+        uint8_t starts;
+        if (reuse)
+            cls = 0, starts = reuse;
+        else if (fresh && g->mode == GPU_MIG)
+            cls = 1, starts = fresh;
+        else if (recarve && g->mode == GPU_MIG)
+            cls = 2, starts = recarve;
+        else if (fresh)
+            cls = 3, starts = fresh;
+        else
+            continue;
+        if (cls < best_class || (cls == best_class && g->used_units > best_used)) {
+            best_class = cls;
+            best_used = g->used_units;
+            *ret = (SlicePick){.index = (uint8_t)i, .start = (uint8_t)__builtin_ctz(starts),
+                               .mig = true};
+        }
+    }
+}
+
+void place_default_pick(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r,
+                        SlicePick *ret)
+{
+    (void)ctx;
+    const Node *n = &c->nodes[node];
+    if (place_slice_mode(c, n, r) == SLICE_MIG)
+        default_pick_mig(c, n, r->mig_profile[n->model], ret);
+    else
+        default_pick_share(c, n, r->share_milli[n->model], ret);
+}
+
+/* ---- placement bookkeeping ---- */
+
+void placement_reset(Placement *p)
+{
+    p->n_workers = 0;
+    p->n_changes = 0;
+}
+
+void placement_free(Placement *p)
+{
+    free(p->workers);
+    free(p->changes);
+    *p = (Placement){0};
+}
+
+/* Set a GPU's layout and remember the change (merged per GPU). */
+static int change_mig(Cluster *c, Placement *pl, uint32_t node, unsigned index,
+                      const MigLayout *after)
+{
+    const Gpu *g = node_gpu_c(c, &c->nodes[node], index);
+    MigChange *ch = NULL;
+    for (size_t i = 0; i < pl->n_changes; i++)
+        if (pl->changes[i].node == node && pl->changes[i].index == index)
+            ch = &pl->changes[i];
+    if (!ch) {
+        if (GROW(pl->changes, pl->changes_cap, pl->n_changes + 1) < 0)
+            return -ENOMEM;
+        ch = &pl->changes[pl->n_changes++];
+        *ch = (MigChange){.node = node, .index = (uint8_t)index, .before = g->mig};
+    }
+    ch->after = *after;
+    return cluster_set_mig(c, node, index, after);
+}
+
+/* Place one worker of r on node (which can take it) and apply it. */
+static int place_worker(PlaceCtx *ctx, Cluster *c, uint32_t node, const Request *r, Placement *pl)
+{
+    if (GROW(pl->workers, pl->workers_cap, pl->n_workers + 1) < 0)
+        return -ENOMEM;
+    const Node *n = &c->nodes[node];
+    WorkerAlloc w = {.node = node, .cpu_milli = r->cpu_milli, .memory_mib = r->memory_mib};
+    int err = 0;
+    MigLayout off;
+    mig_layout_clear(&off);
+    if (r->kind == REQ_GPUS) {
+        uint8_t idx[NODE_MAX_GPUS];
+        unsigned got = choose_whole(c, n, r->gpus, idx);
+        if (got < r->gpus)
+            return -EINVAL;
+        for (unsigned i = 0; i < got; i++) {
+            if (node_gpu_c(c, n, idx[i])->mode == GPU_MIG &&
+                (err = change_mig(c, pl, node, idx[i], &off)) < 0)
+                return err;
+            w.grants[w.n_grants++] = (Grant){.index = idx[i], .kind = GRANT_WHOLE};
+        }
+    } else if (r->kind != REQ_NONE) {
+        SliceMode mode = place_slice_mode(c, n, r);
+        SlicePick pick = {.index = UINT8_MAX};
+        if (ctx->policy->pick_slice)
+            ctx->policy->pick_slice(ctx, c, node, r, &pick);
+        else
+            place_default_pick(ctx, c, node, r, &pick);
+        if (pick.index >= n->n_gpus)
+            return -EINVAL;
+        const Gpu *g = node_gpu_c(c, n, pick.index);
+        if (mode == SLICE_MIG) {
+            int p = r->mig_profile[n->model];
+            if (!(g->mig.profile_at[pick.start] == p && !(g->mig_busy & (1u << pick.start)))) {
+                MigLayout after = g->mig;
+                mig_place(node_model(c, n), &after, g->mig_busy, p, pick.start);
+                if ((err = change_mig(c, pl, node, pick.index, &after)) < 0)
+                    return err;
+            }
+            w.grants[w.n_grants++] = (Grant){.index = pick.index, .kind = GRANT_MIG,
+                                             .mig_profile = (uint8_t)p, .mig_start = pick.start};
+        } else {
+            if (g->mode == GPU_MIG && (err = change_mig(c, pl, node, pick.index, &off)) < 0)
+                return err;
+            w.grants[w.n_grants++] = (Grant){.index = pick.index, .kind = GRANT_SHARE,
+                                             .milli = r->share_milli[n->model]};
+        }
+    }
+    cluster_apply_worker(c, &w);
+    pl->workers[pl->n_workers++] = w;
+    return 0;
+}
+
+static void rollback(Cluster *c, Placement *pl)
+{
+    for (size_t i = pl->n_workers; i-- > 0;)
+        cluster_release_worker(c, &pl->workers[i]);
+    for (size_t i = pl->n_changes; i-- > 0;)
+        cluster_set_mig(c, pl->changes[i].node, pl->changes[i].index, &pl->changes[i].before);
+    placement_reset(pl);
+}
+
+void place_release(Cluster *c, const Placement *p)
+{
+    for (size_t i = p->n_workers; i-- > 0;)
+        cluster_release_worker(c, &p->workers[i]);
+}
+
+/* ---- node choice ---- */
+
+static inline uint32_t order_at(const PlaceCtx *ctx, size_t i)
+{
+    return ctx->order ? ctx->order[i] : (uint32_t)i;
+}
+
+static double node_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r)
+{
+    ScoreCache *sc = ctx->cache;
+    bool cached = sc && r->shape >= 0 && (size_t)r->shape < sc->n_shapes &&
+                  !(ctx->policy->flags & POLICY_UNCACHED);
+    size_t slot = cached ? (size_t)r->shape * sc->n_nodes + node : 0;
+    if (cached && sc->stamp[slot] == c->nodes[node].version + 1)
+        return sc->score[slot];
+    double s = -INFINITY;
+    if (place_node_capacity(ctx, c, node, r, 1))
+        s = ctx->policy->score(ctx, c, node, r);
+    if (cached) {
+        sc->stamp[slot] = c->nodes[node].version + 1;
+        sc->score[slot] = (float)s;
+        s = sc->score[slot]; /* the same value whether it came from the cache or not */
+    }
+    return s;
+}
+
+/* The best node for one worker among those `allowed` admits (NULL: all). */
+static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, const uint8_t *allowed,
+                         const uint32_t *cap)
+{
+    int64_t best = -1;
+    double best_score = -INFINITY;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        uint32_t node = order_at(ctx, i);
+        double s;
+        if (allowed) {
+            if (!allowed[node] || !cap[node])
+                continue;
+            s = ctx->policy->score(ctx, c, node, r);
+        } else {
+            s = node_score(ctx, c, node, r);
+            if (s == -INFINITY)
+                continue;
+        }
+        if (best < 0 || s > best_score) {
+            best = node;
+            best_score = s;
+        }
+    }
+    return best;
+}
+
+/* ---- explaining a failure ---- */
+
+static void describe_models(const Cluster *c, const Request *r, Buf *why)
+{
+    uint64_t all = c->n_models >= 64 ? UINT64_MAX : (1ull << c->n_models) - 1;
+    if ((r->models & all) == all || r->kind == REQ_NONE)
+        return;
+    buf_puts(why, " of model ");
+    bool first = true;
+    for (unsigned mi = 0; mi < c->n_models; mi++) {
+        if (!(r->models & (1ull << mi)))
+            continue;
+        buf_printf(why, "%s%s", first ? "" : " or ", c->models[mi].m.name);
+        first = false;
+    }
+}
+
+static void describe_ask(const Cluster *c, const Request *r, unsigned workers, Buf *why)
+{
+    switch (r->kind) {
+    case REQ_NONE:
+        buf_printf(why, "%u CPU millicores and %u MiB of memory", r->cpu_milli * workers,
+                   r->memory_mib * workers);
+        return;
+    case REQ_GPUS:
+        buf_printf(why, "%u free GPU%s", r->gpus * workers, r->gpus * workers == 1 ? "" : "s");
+        break;
+    default: {
+        const char *profile = NULL;
+        for (unsigned mi = 0; mi < c->n_models && !profile; mi++)
+            if ((r->models & (1ull << mi)) && r->mig_profile[mi] >= 0)
+                profile = c->models[mi].m.profiles[r->mig_profile[mi]].name;
+        if (workers > 1)
+            buf_printf(why, "%u ", workers);
+        if (r->kind == REQ_MIG)
+            buf_printf(why, "free %s MIG slice%s", profile, workers > 1 ? "s" : "");
+        else if (r->kind == REQ_FRACTION) {
+            unsigned milli = 0;
+            for (unsigned mi = 0; mi < c->n_models && !milli; mi++)
+                milli = r->share_milli[mi];
+            buf_printf(why, "GPU share%s of %u.%03u", workers > 1 ? "s" : "", milli / 1000,
+                       milli % 1000);
+        } else {
+            buf_printf(why, "GPU slice%s big enough for the memory asked", workers > 1 ? "s" : "");
+            if (profile)
+                buf_printf(why, " (%s or a share)", profile);
+        }
+    }
+    }
+    describe_models(c, r, why);
+}
+
+/* Why no node takes one worker: the count of nodes stopped at each filter. */
+static void explain_single(const Cluster *c, const Request *r, Buf *why)
+{
+    size_t excluded = 0, no_cpu = 0, no_mem = 0, no_gpu = 0;
+    unsigned most_free = 0;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        const Node *n = &c->nodes[i];
+        if (!node_admits(c, n, r)) {
+            excluded++;
+            continue;
+        }
+        bool cpu = !r->cpu_milli || n->cpu_milli - n->cpu_used_milli >= r->cpu_milli;
+        bool mem = !r->memory_mib || n->memory_mib - n->memory_used_mib >= r->memory_mib;
+        no_cpu += !cpu;
+        no_mem += !mem;
+        if (!gpu_cap(c, n, r, 1))
+            no_gpu++;
+        if (r->kind == REQ_GPUS)
+            most_free = MAX(most_free, (unsigned)(n->free_whole + n->idle_mig));
+    }
+    buf_puts(why, "no node has ");
+    describe_ask(c, r, 1, why);
+    if (r->kind != REQ_NONE && (r->cpu_milli || r->memory_mib))
+        buf_puts(why, " with the CPU and memory asked");
+    const char *sep = " (";
+    if (r->kind == REQ_GPUS && no_gpu) {
+        buf_printf(why, "%smost free on one node: %u", sep, most_free);
+        sep = "; ";
+    }
+    if (no_gpu && r->kind != REQ_NONE) {
+        buf_printf(why, "%s%zu without the GPU room", sep, no_gpu);
+        sep = ", ";
+    }
+    if (no_cpu) {
+        buf_printf(why, "%s%zu short of CPU", sep, no_cpu);
+        sep = ", ";
+    }
+    if (no_mem) {
+        buf_printf(why, "%s%zu short of memory", sep, no_mem);
+        sep = ", ";
+    }
+    if (excluded) {
+        buf_printf(why, "%s%zu excluded by model, fabric, tier or drain", sep, excluded);
+        sep = ", ";
+    }
+    if (sep[0] != ' ')
+        buf_puts(why, ")");
+}
+
+/* ---- gangs ---- */
+
+static uint32_t leaf_domain(const Cluster *c, const Node *n)
+{
+    return n->leaf != NO_SWITCH ? n->leaf : (uint32_t)c->n_switches;
+}
+
+static uint32_t spine_domain(const Cluster *c, const Node *n)
+{
+    if (n->spine != NO_SWITCH)
+        return n->spine;
+    return leaf_domain(c, n);
+}
+
+static const char *const level_names[] = {"node", "node", "leaf", "spine"};
+
+/* Sum node capacities per leaf (level SCOPE_LEAF) or spine. */
+static void domain_sums(PlaceCtx *ctx, const Cluster *c, int level)
+{
+    memset(ctx->domain_cap, 0, (c->n_switches + 1) * sizeof(*ctx->domain_cap));
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        const Node *n = &c->nodes[i];
+        uint32_t d = level == SCOPE_LEAF ? leaf_domain(c, n) : spine_domain(c, n);
+        ctx->domain_cap[d] += ctx->cap[i];
+    }
+}
+
+/* Fill allowed[] with the nodes of the tightest domain at `level` that holds W
+ * workers; returns false when none does (best = the most one domain holds). */
+static bool choose_domain(PlaceCtx *ctx, const Cluster *c, const Request *r, int level,
+                          uint8_t *allowed, uint64_t *best)
+{
+    uint32_t W = r->workers;
+    memset(allowed, 0, c->n_nodes);
+    *best = 0;
+    if (level == SCOPE_NODE) {
+        /* one node: the best-scoring node that takes all of it */
+        int64_t pick = -1;
+        double pick_score = -INFINITY;
+        for (size_t i = 0; i < c->n_nodes; i++) {
+            uint32_t node = order_at(ctx, i);
+            *best = MAX(*best, ctx->cap[node]);
+            if (ctx->cap[node] < W)
+                continue;
+            double s = ctx->policy->score(ctx, c, node, r);
+            if (pick < 0 || s > pick_score) {
+                pick = node;
+                pick_score = s;
+            }
+        }
+        if (pick < 0)
+            return false;
+        allowed[pick] = 1;
+        return true;
+    }
+    if (level == SCOPE_ANY) {
+        /* the fewest leaves: spines by capacity, inside them leaves by capacity */
+        uint64_t total = 0;
+        for (size_t i = 0; i < c->n_nodes; i++)
+            total += ctx->cap[i];
+        *best = total;
+        if (total < W)
+            return false;
+        size_t nd = c->n_switches + 1;
+        uint64_t *leaf_cap = ctx->domain_cap;
+        domain_sums(ctx, c, SCOPE_LEAF);
+        uint32_t *list = ctx->domain_list;
+        size_t nl = 0;
+        for (size_t d = 0; d < nd; d++)
+            if (leaf_cap[d])
+                list[nl++] = (uint32_t)d;
+        /* largest leaves first (insertion sort: leaf counts are small) */
+        for (size_t i = 1; i < nl; i++)
+            for (size_t j = i; j > 0 && leaf_cap[list[j]] > leaf_cap[list[j - 1]]; j--) {
+                uint32_t t = list[j];
+                list[j] = list[j - 1];
+                list[j - 1] = t;
+            }
+        uint64_t covered = 0;
+        size_t used = 0;
+        while (covered < W && used < nl)
+            covered += leaf_cap[list[used++]];
+        for (size_t i = 0; i < c->n_nodes; i++) {
+            uint32_t d = leaf_domain(c, &c->nodes[i]);
+            for (size_t k = 0; k < used; k++)
+                if (list[k] == d && ctx->cap[i])
+                    allowed[i] = 1;
+        }
+        return true;
+    }
+    domain_sums(ctx, c, level);
+    int64_t pick = -1;
+    for (size_t d = 0; d <= c->n_switches; d++) {
+        *best = MAX(*best, ctx->domain_cap[d]);
+        if (ctx->domain_cap[d] >= W && (pick < 0 || ctx->domain_cap[d] < ctx->domain_cap[pick]))
+            pick = (int64_t)d;
+    }
+    if (pick < 0)
+        return false;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        const Node *n = &c->nodes[i];
+        uint32_t d = level == SCOPE_LEAF ? leaf_domain(c, n) : spine_domain(c, n);
+        if (d == (uint32_t)pick && ctx->cap[i])
+            allowed[i] = 1;
+    }
+    return true;
+}
+
+static int place_gang(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *pl, Buf *why)
+{
+    uint32_t W = r->workers;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        ctx->cap[i] = place_node_capacity(ctx, c, (uint32_t)i, r, W);
+    uint8_t *allowed = malloc(c->n_nodes ? c->n_nodes : 1);
+    if (!allowed)
+        return -ENOMEM;
+    int top = r->scope == SCOPE_ANY ? SCOPE_ANY : r->scope;
+    int levels[] = {SCOPE_NODE, SCOPE_LEAF, SCOPE_SPINE, SCOPE_ANY};
+    bool found = false;
+    uint64_t best = 0;
+    for (size_t li = 0; li < ARRAY_SIZE(levels) && !found; li++) {
+        int level = levels[li];
+        found = choose_domain(ctx, c, r, level, allowed, &best);
+        if (r->scope_required && level == top)
+            break;
+    }
+    if (!found) {
+        free(allowed);
+        if (r->scope_required && r->scope != SCOPE_ANY)
+            buf_printf(why, "no %s has ", level_names[r->scope]);
+        else
+            buf_puts(why, "the cluster does not have ");
+        describe_ask(c, r, W, why);
+        if (r->kind == REQ_GPUS && W > 1)
+            buf_printf(why, " for %u workers of %u", W, r->gpus);
+        if (r->scope_required && r->scope != SCOPE_ANY)
+            buf_printf(why, " (most in one %s: room for %llu of %u workers)",
+                       level_names[r->scope], (unsigned long long)best, W);
+        else
+            buf_printf(why, " (room for %llu of %u workers)", (unsigned long long)best, W);
+        return 0;
+    }
+    for (uint32_t w = 0; w < W; w++) {
+        int64_t node = best_node(ctx, c, r, allowed, ctx->cap);
+        int err = node < 0 ? -EINVAL : place_worker(ctx, c, (uint32_t)node, r, pl);
+        if (err < 0) {
+            rollback(c, pl);
+            free(allowed);
+            return err;
+        }
+        ctx->cap[node] = place_node_capacity(ctx, c, (uint32_t)node, r, W - w - 1);
+    }
+    free(allowed);
+    return 1;
+}
+
+int place_job(PlaceCtx *ctx, Cluster *c, const Request *r_in, Placement *ret, Buf *why)
+{
+    Request r;
+    place_effective_request(ctx->policy, r_in, &r);
+    placement_reset(ret);
+    bool gang = r.workers > 1 && !(ctx->policy->flags & POLICY_NO_GANG);
+    if (gang)
+        return place_gang(ctx, c, &r, ret, why);
+    uint32_t W = r.workers ? r.workers : 1;
+    for (uint32_t w = 0; w < W; w++) {
+        int64_t node = best_node(ctx, c, &r, NULL, NULL);
+        if (node < 0) {
+            if (w == 0 || W == 1)
+                explain_single(c, &r, why);
+            else
+                buf_printf(why, "placed %u of %u workers; for the next: ", w, W),
+                    explain_single(c, &r, why);
+            return 0;
+        }
+        int err = place_worker(ctx, c, (uint32_t)node, &r, ret);
+        if (err < 0) {
+            rollback(c, ret);
+            return err;
+        }
+    }
+    return 1;
+}
+
+/* ---- context ---- */
+
+int place_ctx_init(PlaceCtx *ctx, const Cluster *c, const Policy *p, Rng *rng,
+                   const uint32_t *order, const Mix *mix)
+{
+    *ctx = (PlaceCtx){.policy = p, .rng = rng, .order = order, .mix = mix};
+    size_t nn = c->n_nodes ? c->n_nodes : 1;
+    ctx->cap = calloc(nn, sizeof(*ctx->cap));
+    ctx->domain_cap = calloc(c->n_switches + 1, sizeof(*ctx->domain_cap));
+    ctx->domain_list = calloc(c->n_switches + 1, sizeof(*ctx->domain_list));
+    if (!ctx->cap || !ctx->domain_cap || !ctx->domain_list) {
+        place_ctx_free(ctx);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        ctx->max_cpu_milli = MAX(ctx->max_cpu_milli, (double)c->nodes[i].cpu_milli);
+        ctx->max_gpus = MAX(ctx->max_gpus, (double)c->nodes[i].n_gpus);
+    }
+    if (p->init) {
+        int err = p->init(ctx, c);
+        if (err < 0) {
+            place_ctx_free(ctx);
+            return err;
+        }
+    }
+    return 0;
+}
+
+void place_ctx_free(PlaceCtx *ctx)
+{
+    if (ctx->policy && ctx->policy->fini)
+        ctx->policy->fini(ctx);
+    free(ctx->cap);
+    free(ctx->domain_cap);
+    free(ctx->domain_list);
+    *ctx = (PlaceCtx){0};
+}
+
+int score_cache_init(ScoreCache *sc, size_t n_nodes, size_t n_shapes)
+{
+    *sc = (ScoreCache){.n_nodes = n_nodes, .n_shapes = n_shapes};
+    size_t n = n_nodes * n_shapes;
+    if (n_shapes && n / n_shapes != n_nodes)
+        return -ENOMEM;
+    sc->stamp = calloc(n ? n : 1, sizeof(*sc->stamp));
+    sc->score = malloc((n ? n : 1) * sizeof(*sc->score));
+    if (!sc->stamp || !sc->score) {
+        score_cache_free(sc);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void score_cache_free(ScoreCache *sc)
+{
+    free(sc->stamp);
+    free(sc->score);
+    *sc = (ScoreCache){0};
+}

@@ -1,0 +1,36 @@
+/* evq.h: the simulator's event queue: a binary min-heap keyed by (time, kind, seq).
+ * The sequence number makes the order of simultaneous events total and independent
+ * of heap internals, so a run is byte-for-byte repeatable. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum EventKind {
+    EV_FINISH,      /* a job's workers complete (frees capacity first) */
+    EV_RECONFIGURED, /* a MIG reconfiguration finished */
+    EV_ARRIVAL,     /* a job is submitted */
+    EV_SCHEDULE,    /* a scheduling cycle */
+    EV_SAMPLE,      /* a metrics sample */
+} EventKind;
+
+typedef struct Event {
+    int64_t t_ms;
+    uint32_t kind; /* EventKind; earlier kinds first at equal times */
+    uint32_t job;  /* job index, when it concerns one */
+    uint64_t seq;  /* insertion order */
+    uint64_t epoch; /* the job's run number when posted, to drop stale events */
+} Event;
+
+typedef struct EventQueue {
+    Event *h;
+    size_t n, cap;
+    uint64_t next_seq;
+} EventQueue;
+
+void evq_init(EventQueue *q);
+void evq_free(EventQueue *q);
+int evq_push(EventQueue *q, int64_t t_ms, EventKind kind, uint32_t job, uint64_t epoch);
+/* The earliest event; 0 when empty. */
+int evq_pop(EventQueue *q, Event *ret);
+const Event *evq_peek(const EventQueue *q);

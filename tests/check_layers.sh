@@ -1,0 +1,35 @@
+#!/bin/sh
+# The layering rule of STYLE.md, checked on every test run: src/core includes no
+# I/O, clock, thread or randomness header, and no layer includes one to its right.
+set -u
+src=${1:-.}/src
+fail=0
+bad=$(grep -nE '#include *<(stdio|time|pthread|threads|sys/[a-z_]+|netinet/[a-z_]+|arpa/[a-z_]+|unistd|fcntl|dirent|signal|poll|syslog)\.h>' "$src"/core/*.[ch])
+if [ -n "$bad" ]; then
+  echo "src/core must stay pure (no I/O, clock, thread or system headers):"
+  echo "$bad"
+  fail=1
+fi
+bad=$(grep -nE '\b(rand|srand|random|time|clock_gettime|gettimeofday|getenv|printf|fprintf|fopen)\s*\(' "$src"/core/*.c)
+if [ -n "$bad" ]; then
+  echo "src/core calls a clock, libc randomness, the environment or stdio:"
+  echo "$bad"
+  fail=1
+fi
+# layers: util <- core <- spec, sim <- cli
+check() {
+  layer=$1; shift
+  for banned in "$@"; do
+    hits=$(grep -lE "#include \"$banned/" "$src/$layer"/*.[ch] 2>/dev/null)
+    if [ -n "$hits" ]; then
+      echo "src/$layer may not include src/$banned: $hits"
+      fail=1
+    fi
+  done
+}
+check util core spec sim cli
+check core spec sim cli
+check spec sim cli
+check sim cli
+[ $fail -eq 0 ] && echo "layers ok"
+exit $fail
