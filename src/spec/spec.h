@@ -1,14 +1,20 @@
 /* spec.h: reading what people and other tools write: the cluster spec (YAML), the
  * Alibaba node list (CSV) as a cluster, and job files (YAML or JSON, one job or a
- * list; or the job CSV of docs/job-csv.md). Errors name the file, the line and the
+ * list; or the job CSV of docs/job-files.md). Errors name the file, the line and the
  * field ("jobs.yaml:12: field 'gpus': must be a whole number from 0 to 16"), and the
- * functions return -EINVAL for bad input (the CLI exits 2), -ENOENT/-EIO for files. */
+ * functions return -EINVAL for bad input (the CLI exits 2), -ENOENT/-EIO for files.
+ *
+ * err: messages are appended, one per line, without a trailing newline; when err
+ * already holds text a newline separates the new messages from it. Output parameters
+ * are written only on success; on failure nothing is allocated for the caller.
+ * docs/cluster-spec.md and docs/job-files.md describe the formats. */
 #pragma once
 
 #include "core/cluster.h"
 #include "core/job.h"
 #include "util/buf.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Load a cluster: a YAML spec, or an Alibaba node list (a CSV whose header has
@@ -19,6 +25,14 @@ int spec_parse_cluster_yaml(const char *text, size_t len, const char *name, Clus
 int spec_parse_alibaba_nodes(const char *text, size_t len, const char *name, Cluster **ret,
                              Buf *err);
 
+/* The model of pools without GPUs (gpus: 0 in a spec, gpu 0 in a node list): a
+ * cluster-local model with no memory and no MIG. Reserved: a spec may not name it. */
+#define SPEC_CPU_ONLY_MODEL "cpu-only"
+
+/* The file name of path without directories and extension ("a/b/demo.yaml" -> "demo"),
+ * newly allocated; NULL when out of memory. Names clusters that do not name themselves. */
+char *spec_base_name(const char *path);
+
 typedef struct JobList {
     JobSpec *jobs;
     size_t n, cap;
@@ -27,13 +41,21 @@ typedef struct JobList {
 void job_list_free(JobList *l);
 /* Append a copy of j. 0 or -ENOMEM. */
 int job_list_push(JobList *l, const JobSpec *j);
+/* Append j itself: the list takes its strings and j is left freshly initialised.
+ * 0 or -ENOMEM (j untouched). */
+int job_list_take(JobList *l, JobSpec *j);
 
-/* Load jobs: YAML or JSON (a mapping = one job, a sequence = several), or CSV
- * (detected by a .csv name or a header line naming the job columns). */
+/* Load jobs: YAML or JSON (a mapping = one job, a sequence = several; several YAML
+ * documents add up), or CSV (detected by a .csv name or a header line naming the job
+ * columns). *ret is overwritten on success: pass an empty list. Job names are unique
+ * within one file. */
 int spec_load_jobs(const char *path, JobList *ret, Buf *err);
 int spec_parse_jobs_yaml(const char *text, size_t len, const char *name, JobList *ret, Buf *err);
 int spec_parse_jobs_csv(const char *text, size_t len, const char *name, JobList *ret, Buf *err);
 
-/* What a file looks like, for `gpuorch validate`: a cluster or jobs. */
+/* What a file looks like, for `gpuorch validate`: a cluster or jobs. A CSV (a .csv name
+ * or a first line of comma-separated names) is a cluster when its header has sn and
+ * model; YAML or JSON is a cluster when it is a mapping with pools. A file that does not
+ * parse is still classed, so that its reader can report the errors. Empty: unknown. */
 typedef enum SpecKind { SPEC_UNKNOWN, SPEC_CLUSTER, SPEC_JOBS } SpecKind;
 SpecKind spec_sniff(const char *path, const char *text, size_t len);

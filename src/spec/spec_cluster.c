@@ -1,0 +1,675 @@
+/* spec_cluster.c: the cluster spec (YAML, docs/cluster-spec.md) into a Cluster. The
+ * spec is read strictly: unknown fields, missing required ones, names that do not
+ * resolve and values out of range are all errors with a line. Everything is checked
+ * before any node exists; the nodes of each pool are created last, in pool order, so
+ * node and GPU indices follow the file. */
+#include "spec/field.h"
+#include "spec/spec.h"
+
+#include "util/macro.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define POOL_MAX_NODES       100000u
+#define MAX_PRICE_MICRO_USD  (10000 * INT64_C(1000000)) /* 10,000 USD per GPU-hour */
+#define MAX_CPU_MILLI        (1000000 * INT64_C(1000))  /* a million cores */
+#define MAX_MEMORY_GIB_MILLI (4000000 * INT64_C(1000))  /* fits memory_mib in 32 bits */
+#define MAX_TEAM_GPUS_MILLI  (10000000 * INT64_C(1000))
+
+enum { TOP_NAME, TOP_SWITCHES, TOP_POOLS, TOP_TEAMS, TOP_COUNT };
+static const char *const top_fields[TOP_COUNT] = {"name", "switches", "pools", "teams"};
+
+enum { SW_NAME, SW_PARENT, SW_COUNT };
+static const char *const switch_fields[SW_COUNT] = {"name", "parent"};
+
+enum { P_NAME, P_TIER, P_PRICE, P_NODES, P_LEAVES, P_NODE, P_COUNT };
+static const char *const pool_fields[P_COUNT] = {"name",  "tier",   "price_per_gpu_hour",
+                                                 "nodes", "leaves", "node"};
+
+enum {
+    N_GPU_MODEL,
+    N_GPU_MEMORY,
+    N_GPUS,
+    N_INTERCONNECT,
+    N_FABRIC,
+    N_CPUS,
+    N_MEMORY_GIB,
+    N_MIG,
+    N_MIG_LAYOUT,
+    N_COUNT
+};
+static const char *const node_fields[N_COUNT] = {
+    "gpu_model", "gpu_memory", "gpus", "interconnect", "fabric",
+    "cpus",      "memory_gib", "mig",  "mig_layout",
+};
+
+enum { T_NAME, T_GUARANTEED, T_BURST, T_WEIGHT, T_PROJECTS, T_COUNT };
+static const char *const team_fields[T_COUNT] = {"name", "guaranteed_gpus", "burst_gpus", "weight",
+                                                 "projects"};
+
+/* What the reader keeps besides the cluster: where each named thing was defined. */
+typedef struct ClusterReader {
+    FieldCtx *x;
+    Cluster *c;
+    size_t *switch_lines; /* by switch index */
+    size_t n_switch_lines, switch_lines_cap;
+    size_t *pool_lines; /* by pool index */
+    size_t n_pool_lines, pool_lines_cap;
+    size_t *team_lines;
+    size_t n_team_lines, team_lines_cap;
+} ClusterReader;
+
+static int push_line(size_t **v, size_t *n, size_t *cap, size_t line)
+{
+    if (GROW(*v, *cap, *n + 1) < 0)
+        return -ENOMEM;
+    (*v)[(*n)++] = line;
+    return 0;
+}
+
+static void where_of(char *out, size_t outlen, const char *kind, struct fy_node *map)
+{
+    const char *name = field_map_text(map, "name");
+    if (name)
+        snprintf(out, outlen, "%s '%.64s'", kind, name);
+    else
+        snprintf(out, outlen, "%s", kind);
+}
+
+/* Is the mapping value v a list? Reports "must be a list of ..." otherwise. */
+static bool want_list(FieldCtx *x, const FieldVal *v, const char *of)
+{
+    if (v->node && fy_node_is_sequence(v->node))
+        return true;
+    field_bad(x, v, "must be a list of %s, not %s", of, field_node_shape(v->node));
+    return false;
+}
+
+static bool want_map(FieldCtx *x, const FieldVal *v, const char *what)
+{
+    if (v->node && fy_node_is_mapping(v->node))
+        return true;
+    field_bad(x, v, "must be a mapping (%s), not %s", what, field_node_shape(v->node));
+    return false;
+}
+
+/* The line a later entry of seq named `name` is on, or 0. */
+static size_t defined_later(struct fy_node *seq, struct fy_node *after, const char *name)
+{
+    bool past = false;
+    void *it = NULL;
+    struct fy_node *item;
+    while ((item = fy_node_sequence_iterate(seq, &it))) {
+        if (item == after) {
+            past = true;
+            continue;
+        }
+        const char *n = field_map_text(item, "name");
+        if (past && n && strcmp(n, name) == 0)
+            return field_node_line(item, 0);
+    }
+    return 0;
+}
+
+static int read_switch(ClusterReader *cr, struct fy_node *seq, struct fy_node *item, size_t line)
+{
+    FieldCtx *x = cr->x;
+    if (!fy_node_is_mapping(item)) {
+        field_error(x, line, "each switch must be a mapping with name and parent, not %s",
+                    field_node_shape(item));
+        return -EINVAL;
+    }
+    char where[96];
+    where_of(where, sizeof(where), "switch", item);
+    FieldVal v[SW_COUNT];
+    bool has[SW_COUNT];
+    int r = field_collect(x, item, line, where, switch_fields, SW_COUNT, v, has);
+    const char *name = NULL, *parent = NULL;
+    if (!has[SW_NAME]) {
+        field_error(x, line, "missing field 'name' in switch");
+        return -EINVAL;
+    }
+    if (field_text(x, &v[SW_NAME], &name) < 0)
+        return -EINVAL;
+    if (has[SW_PARENT] && field_text(x, &v[SW_PARENT], &parent) < 0)
+        r = -EINVAL;
+    if (parent && strcmp(parent, name) == 0) {
+        field_bad(x, &v[SW_PARENT], "a switch cannot be its own parent");
+        parent = NULL;
+        r = -EINVAL;
+    } else if (parent && cluster_find_switch(cr->c, parent) < 0) {
+        size_t later = defined_later(seq, item, parent);
+        if (later)
+            field_bad(x, &v[SW_PARENT],
+                      "switch '%s' is defined later, on line %zu; list a parent before its "
+                      "children",
+                      parent, later);
+        else
+            field_bad(x, &v[SW_PARENT], "switch '%s' is not defined", parent);
+        parent = NULL; /* add it anyway so that its children do not fail too */
+        r = -EINVAL;
+    }
+    int si = cluster_add_switch(cr->c, name, parent);
+    if (si == -EEXIST) {
+        int first = cluster_find_switch(cr->c, name);
+        field_error(x, v[SW_NAME].line, "duplicate switch '%s' (first on line %zu)", name,
+                    cr->switch_lines[first]);
+        return -EINVAL;
+    }
+    if (si < 0)
+        return si;
+    if (push_line(&cr->switch_lines, &cr->n_switch_lines, &cr->switch_lines_cap, v[SW_NAME].line) <
+        0)
+        return -ENOMEM;
+    return r;
+}
+
+/* The pool being read, for the per-item callbacks. */
+typedef struct PoolReader {
+    ClusterReader *cr;
+    uint32_t *leaves;
+    size_t n_leaves, leaves_cap;
+    const GpuModel *model;
+    MigLayout layout;
+    size_t n_layout;
+} PoolReader;
+
+static int pool_leaf(FieldCtx *x, const FieldVal *item, void *ud)
+{
+    PoolReader *pr = ud;
+    const Cluster *c = pr->cr->c;
+    const char *name;
+    int r = field_text(x, item, &name);
+    if (r < 0)
+        return r;
+    int si = cluster_find_switch(c, name);
+    if (si < 0)
+        return field_bad(x, item, "switch '%s' is not defined", name);
+    for (size_t i = 0; i < c->n_switches; i++)
+        if (c->switches[i].parent == (uint32_t)si)
+            return field_bad(
+                x, item, "switch '%s' has switches under it; nodes attach to leaf switches", name);
+    for (size_t i = 0; i < pr->n_leaves; i++)
+        if (pr->leaves[i] == (uint32_t)si)
+            return field_bad(x, item, "switch '%s' is listed twice", name);
+    if (GROW(pr->leaves, pr->leaves_cap, pr->n_leaves + 1) < 0)
+        return -ENOMEM;
+    pr->leaves[pr->n_leaves++] = (uint32_t)si;
+    return 0;
+}
+
+static void list_profiles(const GpuModel *m, char *out, size_t outlen)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < m->n_profiles && used + 1 < outlen; i++) {
+        int n = snprintf(out + used, outlen - used, "%s%s", i ? ", " : "", m->profiles[i].name);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+}
+
+/* Place one profile of mig_layout at its lowest valid free start. */
+static int pool_mig_profile(FieldCtx *x, const FieldVal *item, void *ud)
+{
+    PoolReader *pr = ud;
+    const GpuModel *m = pr->model;
+    const char *name;
+    int r = field_text(x, item, &name);
+    if (r < 0)
+        return r;
+    int p = catalog_profile_index(m, name);
+    if (p < 0) {
+        char profiles[256];
+        list_profiles(m, profiles, sizeof(profiles));
+        return field_bad(x, item, "%s has no MIG profile '%s' (it has %s)", m->name, name,
+                         profiles);
+    }
+    uint8_t starts = mig_free_starts(m, &pr->layout, p);
+    if (!starts) {
+        unsigned same = 0;
+        for (int i = 0; i < MIG_MAX_SLOTS; i++)
+            same += pr->layout.profile_at[i] == p;
+        if (same >= m->profiles[p].max_count)
+            return field_bad(x, item, "%s does not fit: a %s holds at most %u of it", name, m->name,
+                             (unsigned)m->profiles[p].max_count);
+        return field_bad(x, item,
+                         "%s does not fit on the %s: the %zu profile%s before it leave no "
+                         "valid place for it",
+                         name, m->name, pr->n_layout, pr->n_layout == 1 ? "" : "s");
+    }
+    int start = __builtin_ctz(starts);
+    MigLayout next = pr->layout;
+    next.profile_at[start] = (uint8_t)p;
+    if (!mig_layout_valid(m, &next))
+        return field_bad(x, item, "%s does not fit on the %s after the profiles before it", name,
+                         m->name);
+    pr->layout = next;
+    pr->n_layout++;
+    return 0;
+}
+
+/* The GPU model of a pool's node template: a catalogue model, or one the spec describes
+ * with gpu_memory. Writes the cluster model index. */
+static int pool_model(ClusterReader *cr, const FieldVal *v, const bool *has, uint64_t gpus,
+                      size_t node_line, const char *pool, uint8_t *ret_model)
+{
+    FieldCtx *x = cr->x;
+    Cluster *c = cr->c;
+    int mi;
+    if (gpus == 0) {
+        if (has[N_GPU_MODEL])
+            return field_bad(x, &v[N_GPU_MODEL], "a pool with gpus: 0 has no GPU model");
+        if (has[N_GPU_MEMORY])
+            return field_bad(x, &v[N_GPU_MEMORY], "a pool with gpus: 0 has no GPU memory");
+        mi = cluster_model(c, SPEC_CPU_ONLY_MODEL, 0);
+    } else {
+        if (!has[N_GPU_MODEL]) {
+            field_error(x, node_line, "missing field 'gpu_model' in pool '%s' (it has GPUs)", pool);
+            return -EINVAL;
+        }
+        const char *name;
+        if (field_text(x, &v[N_GPU_MODEL], &name) < 0)
+            return -EINVAL;
+        if (strcasecmp(name, SPEC_CPU_ONLY_MODEL) == 0)
+            return field_bad(x, &v[N_GPU_MODEL], "'%s' is reserved for pools without GPUs", name);
+        const GpuModel *cat = catalog_find(name);
+        uint64_t mem = 0;
+        if (has[N_GPU_MEMORY]) {
+            if (cat)
+                return field_bad(x, &v[N_GPU_MEMORY],
+                                 "%s is in the GPU catalogue (%" PRIu32
+                                 " MiB); gpu_memory is only for models it lacks",
+                                 cat->name, cat->memory_mib);
+            if (field_size(x, &v[N_GPU_MEMORY], 1, UINT32_MAX, &mem) < 0)
+                return -EINVAL;
+        } else if (!cat) {
+            return field_bad(x, &v[N_GPU_MODEL],
+                             "'%s' is not in the GPU catalogue; give its gpu_memory", name);
+        }
+        mi = cluster_model(c, name, (uint32_t)mem);
+        if (mi >= 0 && !cat && c->models[mi].m.memory_mib != mem)
+            return field_bad(x, &v[N_GPU_MEMORY],
+                             "model '%s' already has %" PRIu32 " MiB from an earlier pool", name,
+                             c->models[mi].m.memory_mib);
+    }
+    if (mi == -E2BIG)
+        return field_bad(x, &v[N_GPU_MODEL], "a cluster has at most %d GPU models",
+                         CLUSTER_MAX_MODELS);
+    if (mi < 0)
+        return mi;
+    *ret_model = (uint8_t)mi;
+    return 0;
+}
+
+/* The node template of a pool into p (model, GPUs, host resources, MIG). */
+static int read_node(ClusterReader *cr, PoolReader *pr, const FieldVal *nv, const char *pool,
+                     Pool *p)
+{
+    FieldCtx *x = cr->x;
+    char where[96];
+    snprintf(where, sizeof(where), "pool '%.64s'", pool);
+    FieldVal v[N_COUNT];
+    bool has[N_COUNT];
+    int r = field_collect(x, nv->node, nv->line, where, node_fields, N_COUNT, v, has);
+    uint64_t gpus = 0;
+    if (!has[N_GPUS]) {
+        field_error(x, nv->line, "missing field 'gpus' in pool '%s'", pool);
+        return -EINVAL;
+    }
+    if (field_uint(x, &v[N_GPUS], 0, NODE_MAX_GPUS, &gpus) < 0)
+        return -EINVAL;
+    p->gpus = (uint8_t)gpus;
+    int e = pool_model(cr, v, has, gpus, nv->line, pool, &p->model);
+    if (e == -ENOMEM)
+        return e;
+    if (e < 0)
+        r = -EINVAL;
+
+    int ic = IC_PCIE;
+    if (has[N_INTERCONNECT] && field_enum(x, &v[N_INTERCONNECT], interconnect_from_name,
+                                          "nvswitch, nvlink-pairs or pcie", &ic) < 0)
+        r = -EINVAL;
+    p->interconnect = (uint8_t)ic;
+
+    const char *fabric;
+    if (has[N_FABRIC]) {
+        if (field_text(x, &v[N_FABRIC], &fabric) < 0) {
+            r = -EINVAL;
+        } else {
+            int f = cluster_fabric(cr->c, fabric);
+            if (f < 0)
+                return f == -E2BIG ? field_bad(x, &v[N_FABRIC], "too many fabrics") : f;
+            p->fabric = (uint16_t)f;
+        }
+    }
+
+    int64_t cpu_milli = (int64_t)MAX(8, 8 * gpus) * 1000;
+    if (has[N_CPUS] && field_fixed(x, &v[N_CPUS], 3, 0, MAX_CPU_MILLI, &cpu_milli) < 0)
+        r = -EINVAL;
+    p->cpu_milli = (uint32_t)cpu_milli;
+    int64_t mem_milli = (int64_t)MAX(64, 64 * gpus) * 1000;
+    if (has[N_MEMORY_GIB] &&
+        field_fixed(x, &v[N_MEMORY_GIB], 3, 0, MAX_MEMORY_GIB_MILLI, &mem_milli) < 0)
+        r = -EINVAL;
+    p->memory_mib = (uint32_t)((mem_milli * 1024 + 999) / 1000);
+
+    bool mig = false;
+    if (has[N_MIG] && field_bool(x, &v[N_MIG], &mig) < 0)
+        r = -EINVAL;
+    if (e < 0)
+        return r; /* without a model MIG cannot be checked */
+    const GpuModel *m = &cr->c->models[p->model].m;
+    if (mig && !gpu_model_has_mig(m)) {
+        field_bad(x, &v[N_MIG], "%s does not support MIG", gpus ? m->name : "a node without GPUs");
+        return -EINVAL;
+    }
+    p->mig = mig;
+    if (has[N_MIG_LAYOUT]) {
+        if (!mig)
+            return field_bad(x, &v[N_MIG_LAYOUT], "needs mig: true");
+        pr->model = m;
+        mig_layout_clear(&pr->layout);
+        pr->n_layout = 0;
+        e = field_each(x, &v[N_MIG_LAYOUT], pool_mig_profile, pr);
+        if (e == -ENOMEM)
+            return e;
+        if (e < 0)
+            return -EINVAL;
+        p->initial_mig = pr->layout;
+    }
+    return r;
+}
+
+static int read_pool(ClusterReader *cr, struct fy_node *item, size_t line)
+{
+    FieldCtx *x = cr->x;
+    if (!fy_node_is_mapping(item)) {
+        field_error(x, line, "each pool must be a mapping, not %s", field_node_shape(item));
+        return -EINVAL;
+    }
+    char where[96];
+    where_of(where, sizeof(where), "pool", item);
+    FieldVal v[P_COUNT];
+    bool has[P_COUNT];
+    int r = field_collect(x, item, line, where, pool_fields, P_COUNT, v, has);
+    const char *name;
+    if (!has[P_NAME]) {
+        field_error(x, line, "missing field 'name' in pool");
+        return -EINVAL;
+    }
+    if (field_text(x, &v[P_NAME], &name) < 0)
+        return -EINVAL;
+    for (size_t i = 0; i < cr->c->n_pools; i++)
+        if (strcmp(cr->c->pools[i].name, name) == 0) {
+            field_error(x, v[P_NAME].line, "duplicate pool '%s' (first on line %zu)", name,
+                        cr->pool_lines[i]);
+            return -EINVAL;
+        }
+
+    Pool p = {.name = (char *)name};
+    mig_layout_clear(&p.initial_mig);
+    PoolReader pr = {.cr = cr};
+    int tier = 0;
+    if (!has[P_TIER]) {
+        field_error(x, line, "missing field 'tier' in pool '%s'", name);
+        r = -EINVAL;
+    } else if (field_enum(x, &v[P_TIER], tier_from_name, "owned, reserved, on-demand or spot",
+                          &tier) < 0) {
+        r = -EINVAL;
+    }
+    p.tier = (Tier)tier;
+    if (has[P_PRICE] &&
+        field_fixed(x, &v[P_PRICE], 6, 0, MAX_PRICE_MICRO_USD, &p.price_micro_usd) < 0)
+        r = -EINVAL;
+    uint64_t nodes = 0;
+    if (!has[P_NODES]) {
+        field_error(x, line, "missing field 'nodes' in pool '%s'", name);
+        r = -EINVAL;
+    } else if (field_uint(x, &v[P_NODES], 0, POOL_MAX_NODES, &nodes) < 0) {
+        r = -EINVAL;
+    }
+    p.nodes = (uint32_t)nodes;
+    int e = 0;
+    if (has[P_LEAVES]) {
+        e = field_each(x, &v[P_LEAVES], pool_leaf, &pr);
+        if (e < 0)
+            r = e == -ENOMEM ? e : -EINVAL;
+    }
+    if (r != -ENOMEM) {
+        if (!has[P_NODE]) {
+            field_error(x, line, "missing field 'node' in pool '%s' (the node template)", name);
+            r = -EINVAL;
+        } else if (!want_map(x, &v[P_NODE], "the node template")) {
+            r = -EINVAL;
+        } else if ((e = read_node(cr, &pr, &v[P_NODE], name, &p)) < 0) {
+            r = e == -ENOMEM ? e : -EINVAL;
+        }
+    }
+    if (r == 0) {
+        p.leaves = pr.leaves;
+        p.n_leaves = pr.n_leaves;
+        int pi = cluster_add_pool(cr->c, &p);
+        if (pi < 0)
+            r = pi;
+        else if (push_line(&cr->pool_lines, &cr->n_pool_lines, &cr->pool_lines_cap,
+                           v[P_NAME].line) < 0)
+            r = -ENOMEM;
+    }
+    free(pr.leaves);
+    return r;
+}
+
+static int team_project(FieldCtx *x, const FieldVal *item, void *ud)
+{
+    Team *t = ud;
+    const char *name;
+    int r = field_text(x, item, &name);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < t->n_projects; i++)
+        if (strcmp(t->projects[i], name) == 0)
+            return field_bad(x, item, "project '%s' is listed twice", name);
+    char **grown = realloc(t->projects, (t->n_projects + 1) * sizeof(*grown));
+    if (!grown)
+        return -ENOMEM;
+    t->projects = grown;
+    if (!(t->projects[t->n_projects] = strdup(name)))
+        return -ENOMEM;
+    t->n_projects++;
+    return 0;
+}
+
+static int read_team(ClusterReader *cr, struct fy_node *item, size_t line)
+{
+    FieldCtx *x = cr->x;
+    if (!fy_node_is_mapping(item)) {
+        field_error(x, line, "each team must be a mapping, not %s", field_node_shape(item));
+        return -EINVAL;
+    }
+    char where[96];
+    where_of(where, sizeof(where), "team", item);
+    FieldVal v[T_COUNT];
+    bool has[T_COUNT];
+    int r = field_collect(x, item, line, where, team_fields, T_COUNT, v, has);
+    const char *name;
+    if (!has[T_NAME]) {
+        field_error(x, line, "missing field 'name' in team");
+        return -EINVAL;
+    }
+    if (field_text(x, &v[T_NAME], &name) < 0)
+        return -EINVAL;
+    int64_t guaranteed = 0, burst = -1, weight = 1000;
+    if (has[T_GUARANTEED] &&
+        field_fixed(x, &v[T_GUARANTEED], 3, 0, MAX_TEAM_GPUS_MILLI, &guaranteed) < 0)
+        r = -EINVAL;
+    if (has[T_BURST] && field_fixed(x, &v[T_BURST], 3, 0, MAX_TEAM_GPUS_MILLI, &burst) < 0)
+        r = -EINVAL;
+    if (has[T_WEIGHT] && field_fixed(x, &v[T_WEIGHT], 3, 0, 1000000 * INT64_C(1000), &weight) < 0)
+        r = -EINVAL;
+    if (burst < 0) {
+        burst = guaranteed;
+    } else if (r == 0 && burst < guaranteed) {
+        field_bad(x, &v[T_BURST], "must be at least guaranteed_gpus (%s)", v[T_GUARANTEED].text);
+        r = -EINVAL;
+    }
+    Team t = {
+        .name = (char *)name,
+        .guaranteed_gpus = (double)guaranteed / 1000.0,
+        .burst_gpus = (double)burst / 1000.0,
+        .weight = (double)weight / 1000.0,
+    };
+    if (has[T_PROJECTS]) {
+        int e = field_each(x, &v[T_PROJECTS], team_project, &t);
+        if (e < 0)
+            r = e == -ENOMEM ? e : -EINVAL;
+    }
+    if (r == 0) {
+        int ti = cluster_add_team(cr->c, &t);
+        if (ti == -EEXIST) {
+            field_error(x, v[T_NAME].line, "duplicate team '%s' (first on line %zu)", name,
+                        cr->team_lines[cluster_find_team(cr->c, name)]);
+            r = -EINVAL;
+        } else if (ti < 0) {
+            r = ti;
+        } else if (push_line(&cr->team_lines, &cr->n_team_lines, &cr->team_lines_cap,
+                             v[T_NAME].line) < 0) {
+            r = -ENOMEM;
+        }
+    }
+    field_strv_free(t.projects, t.n_projects);
+    return r;
+}
+
+/* Read each entry of a list field with fn; keeps going after bad entries so that one
+ * pass reports them all. -ENOMEM stops it. */
+static int read_list(ClusterReader *cr, const FieldVal *v, const char *of,
+                     int (*fn)(ClusterReader *cr, struct fy_node *seq, struct fy_node *item,
+                               size_t line))
+{
+    if (!want_list(cr->x, v, of))
+        return -EINVAL;
+    int r = 0;
+    void *it = NULL;
+    struct fy_node *item;
+    while ((item = fy_node_sequence_iterate(v->node, &it))) {
+        int e = fn(cr, v->node, item, field_node_line(item, v->line));
+        if (e == -ENOMEM)
+            return e;
+        if (e < 0)
+            r = -EINVAL;
+    }
+    return r;
+}
+
+static int list_switch(ClusterReader *cr, struct fy_node *seq, struct fy_node *item, size_t line)
+{
+    return read_switch(cr, seq, item, line);
+}
+static int list_pool(ClusterReader *cr, struct fy_node *seq, struct fy_node *item, size_t line)
+{
+    return read_pool(cr, item, line);
+}
+static int list_team(ClusterReader *cr, struct fy_node *seq, struct fy_node *item, size_t line)
+{
+    return read_team(cr, item, line);
+}
+
+static int read_cluster(FieldCtx *x, struct fy_node *root, const char *file, Cluster **ret)
+{
+    size_t line = field_node_line(root, 1);
+    FieldVal v[TOP_COUNT];
+    bool has[TOP_COUNT];
+    int r = field_collect(x, root, line, "the cluster spec", top_fields, TOP_COUNT, v, has);
+    const char *name = NULL;
+    if (has[TOP_NAME] && field_text(x, &v[TOP_NAME], &name) < 0)
+        r = -EINVAL;
+    _cleanup_free_ char *base = name ? NULL : spec_base_name(file);
+    if (!name && !base)
+        return -ENOMEM;
+    ClusterReader cr = {.x = x, .c = cluster_new(name ? name : base)};
+    if (!cr.c)
+        return -ENOMEM;
+    int e = 0;
+    if (has[TOP_SWITCHES] && (e = read_list(&cr, &v[TOP_SWITCHES], "switches", list_switch)) < 0)
+        r = e;
+    if (e != -ENOMEM && !has[TOP_POOLS]) {
+        field_error(x, line, "missing field 'pools' in the cluster spec");
+        r = -EINVAL;
+    } else if (e != -ENOMEM && (e = read_list(&cr, &v[TOP_POOLS], "pools", list_pool)) < 0) {
+        r = e;
+    }
+    if (e != -ENOMEM && has[TOP_TEAMS] &&
+        (e = read_list(&cr, &v[TOP_TEAMS], "teams", list_team)) < 0)
+        r = e;
+    if (e == -ENOMEM)
+        r = e;
+    for (size_t i = 0; r == 0 && i < cr.c->n_pools; i++) {
+        e = cluster_add_pool_nodes(cr.c, (uint32_t)i);
+        if (e == -EEXIST || e == -ENAMETOOLONG) {
+            field_error(x, cr.pool_lines[i], "pool '%s': %s", cr.c->pools[i].name,
+                        e == -EEXIST ? "its node names collide with another pool's"
+                                     : "the name is too long");
+            r = -EINVAL;
+        } else if (e < 0) {
+            r = e;
+        }
+    }
+    free(cr.switch_lines);
+    free(cr.pool_lines);
+    free(cr.team_lines);
+    if (r < 0 || x->n_errors) {
+        cluster_free(cr.c);
+        return r < 0 ? r : -EINVAL;
+    }
+    *ret = cr.c;
+    return 0;
+}
+
+int spec_parse_cluster_yaml(const char *text, size_t len, const char *name, Cluster **ret, Buf *err)
+{
+    FieldCtx x;
+    field_ctx_init(&x, name, "field", err);
+    FieldYaml y;
+    int r = field_yaml_open(&y, &x, text, len);
+    if (r < 0)
+        return r;
+    Cluster *c = NULL;
+    r = field_yaml_next(&y);
+    struct fy_node *root = r > 0 ? fy_document_root(y.doc) : NULL;
+    if (r >= 0 && !root) {
+        field_error(&x, 1,
+                    "empty; a cluster spec is a mapping with name, switches, pools and "
+                    "teams");
+        r = -EINVAL;
+    } else if (r > 0 && !fy_node_is_mapping(root)) {
+        field_error(&x, field_node_line(root, 1),
+                    "a cluster spec is a mapping with name, switches, pools and teams, not %s",
+                    field_node_shape(root));
+        r = -EINVAL;
+    } else if (r > 0) {
+        r = read_cluster(&x, root, name ? name : "cluster", &c);
+    }
+    if (r >= 0) {
+        int more = field_yaml_next(&y);
+        if (more > 0) {
+            field_error(&x, field_node_line(fy_document_root(y.doc), 0),
+                        "a second YAML document; a cluster spec is one document");
+            r = -EINVAL;
+        } else if (more < 0) {
+            r = more;
+        }
+    }
+    field_yaml_close(&y);
+    if (r < 0) {
+        cluster_free(c);
+        return r;
+    }
+    *ret = c;
+    return 0;
+}
