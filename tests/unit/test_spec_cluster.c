@@ -402,6 +402,11 @@ static void test_errors_models_and_mig(void **state)
              "      mig_layout: [1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, 1g.10gb, "
              "1g.10gb]\n",
              "c.yaml:15: field 'mig_layout': 1g.10gb does not fit", NULL);
+    /* order matters: after 3g@0, 2g@4 and 1g@6 no 1g start is left (slot 7 is none) */
+    bad_line(14,
+             "      mig: true\n"
+             "      mig_layout: [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]\n",
+             "c.yaml:15: field 'mig_layout': 1g.10gb does not fit on the H100-80GB-SXM5", NULL);
     /* two pools describing the same unknown model differently */
     parse_bad("pools:\n"
               "  - {name: a, tier: owned, nodes: 1, node: {gpus: 1, gpu_model: X1, gpu_memory: "
