@@ -656,7 +656,10 @@ int spec_parse_cluster_yaml(const char *text, size_t len, const char *name, Clus
         r = read_cluster(&x, root, name ? name : "cluster", &c);
     }
     if (r >= 0) {
-        int more = field_yaml_next(&y);
+        int more;
+        /* an empty document after the spec (a trailing ---) is harmless */
+        while ((more = field_yaml_next(&y)) > 0 && field_node_is_null(fy_document_root(y.doc)))
+            ;
         if (more > 0) {
             field_error(&x, field_node_line(fy_document_root(y.doc), 0),
                         "a second YAML document; a cluster spec is one document");

@@ -168,14 +168,17 @@ static void set_name(JobReader *jr, const FieldVal *v)
 {
     char *s;
     int e = field_str(jr->x, v, &s);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     if (!name_ok(s)) {
         free(s);
-        return jr_fail(jr, field_bad(jr->x, v,
-                                     "must be at most %d characters without spaces or control "
-                                     "characters",
-                                     JOB_MAX_NAME));
+        jr_fail(jr, field_bad(jr->x, v,
+                              "must be at most %d characters without spaces or control "
+                              "characters",
+                              JOB_MAX_NAME));
+        return;
     }
     free(jr->j.name);
     jr->j.name = s;
@@ -185,8 +188,10 @@ static void set_str(JobReader *jr, const FieldVal *v, char **dst)
 {
     char *s;
     int e = field_str(jr->x, v, &s);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     free(*dst);
     *dst = s;
 }
@@ -211,8 +216,10 @@ static void set_gpus(JobReader *jr, const FieldVal *v)
     if (!claim_request(jr, v))
         return;
     int e = field_uint(jr->x, v, 0, NODE_MAX_GPUS, &n);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     jr->j.req = n ? REQ_GPUS : REQ_NONE;
     jr->j.gpus = (uint16_t)n;
 }
@@ -232,14 +239,17 @@ static void set_mig(JobReader *jr, const FieldVal *v)
         return;
     char *s;
     int e = field_str(jr->x, v, &s);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     if (!mig_profile_known(s)) {
         free(s);
-        return jr_fail(jr, field_bad(jr->x, v,
-                                     "'%s' is not a MIG profile of any GPU in the catalogue "
-                                     "(profiles look like 1g.10gb or 3g.40gb)",
-                                     v->text));
+        jr_fail(jr, field_bad(jr->x, v,
+                              "'%s' is not a MIG profile of any GPU in the catalogue "
+                              "(profiles look like 1g.10gb or 3g.40gb)",
+                              v->text));
+        return;
     }
     jr->j.req = REQ_MIG;
     jr->j.gpus = 0;
@@ -254,8 +264,10 @@ static void set_gpu_memory(JobReader *jr, const FieldVal *v, bool mib_only)
     uint64_t mib;
     int e = mib_only ? field_uint(jr->x, v, 1, UINT32_MAX, &mib)
                      : field_size(jr->x, v, 1, UINT32_MAX, &mib);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     jr->j.req = REQ_MEMORY;
     jr->j.gpus = 0;
     jr->j.gpu_memory_mib = mib;
@@ -267,8 +279,10 @@ static void set_fraction(JobReader *jr, const FieldVal *v)
         return;
     int64_t milli;
     int e = field_fixed(jr->x, v, 3, 1, 1000, &milli);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     jr->j.req = REQ_FRACTION;
     jr->j.gpus = 0;
     jr->j.fraction_milli = (uint16_t)milli;
@@ -278,8 +292,10 @@ static void set_enum(JobReader *jr, const FieldVal *v, int (*from_name)(const ch
                      const char *choices, uint8_t *dst)
 {
     int e, val;
-    if ((e = field_enum(jr->x, v, from_name, choices, &val)) < 0)
-        return jr_fail(jr, e);
+    if ((e = field_enum(jr->x, v, from_name, choices, &val)) < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     *dst = (uint8_t)val;
 }
 
@@ -287,8 +303,10 @@ static void set_uint32(JobReader *jr, const FieldVal *v, uint64_t min, uint64_t 
 {
     uint64_t n;
     int e = field_uint(jr->x, v, min, max, &n);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     *dst = (uint32_t)n;
 }
 
@@ -299,8 +317,10 @@ static void set_time(JobReader *jr, const FieldVal *v, bool seconds, int64_t *ds
     int e = seconds ? field_fixed(jr->x, v, 3, 0, MAX_TIME_MS, &ms) : field_duration(jr->x, v, &ms);
     if (e == 0 && ms > MAX_TIME_MS)
         e = field_bad(jr->x, v, "is too long");
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     *dst = ms;
 }
 
@@ -316,8 +336,10 @@ static void set_strv(JobReader *jr, const FieldVal *v, char sep, char ***dst, si
     char **s;
     size_t k;
     int e = field_strv(jr->x, v, sep, &s, &k);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     field_strv_free(*dst, *n);
     *dst = s;
     *n = k;
@@ -361,8 +383,10 @@ static void set_tiers(JobReader *jr, const FieldVal *v)
     int e = field_each(jr->x, v, tier_item, &mask);
     if (e == 0 && !mask)
         e = field_bad(jr->x, v, "must name at least one tier (%s)", tiers);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     jr->j.tiers = mask;
 }
 
@@ -370,8 +394,10 @@ static void set_milli(JobReader *jr, const FieldVal *v, int64_t max, uint32_t *d
 {
     int64_t milli;
     int e = field_fixed(jr->x, v, 3, 0, max, &milli);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     *dst = (uint32_t)milli;
 }
 
@@ -379,8 +405,10 @@ static void set_memory(JobReader *jr, const FieldVal *v, bool mib_only, uint64_t
 {
     uint64_t mib;
     int e = mib_only ? field_uint(jr->x, v, 0, max, &mib) : field_size(jr->x, v, 0, max, &mib);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     *dst = mib;
 }
 
@@ -388,8 +416,10 @@ static void set_busy(JobReader *jr, const FieldVal *v)
 {
     int64_t milli;
     int e = field_fixed(jr->x, v, 3, 0, 1000, &milli);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     jr->j.busy_milli = (uint16_t)milli;
 }
 
@@ -421,9 +451,11 @@ static void set_topology(JobReader *jr, const FieldVal *v)
         set_enum(jr, &t[TOPO_SCOPE], scope_from_name, scopes, &jr->j.scope);
     int mode, e;
     if (has[TOPO_MODE]) {
-        if ((e = field_enum(jr->x, &t[TOPO_MODE], mode_from_name, "required or preferred", &mode)) <
-            0)
-            return jr_fail(jr, e);
+        e = field_enum(jr->x, &t[TOPO_MODE], mode_from_name, "required or preferred", &mode);
+        if (e < 0) {
+            jr_fail(jr, e);
+            return;
+        }
         jr->j.scope_required = mode == 1;
     }
 }
@@ -445,21 +477,28 @@ static void set_checkpoint(JobReader *jr, const FieldVal *v)
 /* One string is a shell command line; a list is the argv itself. */
 static void set_command(JobReader *jr, const FieldVal *v)
 {
-    if (v->node && fy_node_is_sequence(v->node))
-        return set_strv(jr, v, 0, &jr->j.command, &jr->j.n_command);
+    if (v->node && fy_node_is_sequence(v->node)) {
+        set_strv(jr, v, 0, &jr->j.command, &jr->j.n_command);
+        return;
+    }
     const char *s;
     int e = field_text(jr->x, v, &s);
-    if (e < 0)
-        return jr_fail(jr, e);
+    if (e < 0) {
+        jr_fail(jr, e);
+        return;
+    }
     char **argv = calloc(3, sizeof(*argv));
-    if (!argv)
-        return jr_fail(jr, -ENOMEM);
+    if (!argv) {
+        jr_fail(jr, -ENOMEM);
+        return;
+    }
     argv[0] = strdup("/bin/sh");
     argv[1] = strdup("-c");
     argv[2] = strdup(s);
     if (!argv[0] || !argv[1] || !argv[2]) {
         field_strv_free(argv, 3);
-        return jr_fail(jr, -ENOMEM);
+        jr_fail(jr, -ENOMEM);
+        return;
     }
     field_strv_free(jr->j.command, jr->j.n_command);
     jr->j.command = argv;
@@ -478,13 +517,17 @@ static bool env_name_ok(const char *s)
 
 static void set_env(JobReader *jr, const FieldVal *v)
 {
-    if (!v->node || !fy_node_is_mapping(v->node))
-        return jr_fail(jr, field_bad(jr->x, v, "must be a mapping of NAME: value, not %s",
-                                     field_node_shape(v->node)));
+    if (!v->node || !fy_node_is_mapping(v->node)) {
+        jr_fail(jr, field_bad(jr->x, v, "must be a mapping of NAME: value, not %s",
+                              field_node_shape(v->node)));
+        return;
+    }
     size_t n = (size_t)fy_node_mapping_item_count(v->node), k = 0;
     char **env = calloc(n ? n : 1, sizeof(*env));
-    if (!env)
-        return jr_fail(jr, -ENOMEM);
+    if (!env) {
+        jr_fail(jr, -ENOMEM);
+        return;
+    }
     void *it = NULL;
     struct fy_node_pair *p;
     while ((p = fy_node_mapping_iterate(v->node, &it)) && k < n) {

@@ -458,6 +458,9 @@ static void test_errors_syntax_and_shape(void **state)
     parse_bad("pools: 3\n", "c.yaml:1: field 'pools': must be a list of pools", NULL);
     parse_bad("pools:\n  - h100\n", "c.yaml:2: each pool must be a mapping", NULL);
     parse_bad("pools: []\n---\npools: []\n", "c.yaml:3: a second YAML document", NULL);
+    Cluster *c = parse_ok("pools: []\n---\n");
+    assert_int_equal(c->n_nodes, 0);
+    cluster_free(c);
     /* several independent mistakes in one pass */
     parse_bad("pools:\n"
               "  - {name: a, tier: cheap, nodes: 1, node: {gpus: 1, gpu_model: L4}}\n"
