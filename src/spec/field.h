@@ -39,7 +39,8 @@ void field_error(FieldCtx *x, size_t line, const char *fmt, ...)
 /* "file:line: field 'name': message" at the value's line. Returns -EINVAL. */
 int field_bad(FieldCtx *x, const FieldVal *v, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* "unknown field 'key' in <where>" with a suggestion when a known name is close. */
+/* "unknown field 'key' in <where>" ("column" in CSV) with a suggestion when a known
+ * name is close. */
 void field_unknown(FieldCtx *x, size_t line, const char *key, const char *where,
                    const char *const *known, size_t n_known);
 
@@ -80,7 +81,7 @@ void field_from_pair(struct fy_node_pair *p, size_t fallback_line, FieldVal *ret
 /* The scalar value of key in a mapping, or NULL. */
 const char *field_map_text(struct fy_node *map, const char *key);
 /* Read a mapping's pairs into vals[i] / has[i] for the known names[i]; a null value
- * counts as absent. Unknown keys are reported as "unknown field 'k' in <where>".
+ * counts as absent. Unknown keys are reported through field_unknown().
  * 0 or -EINVAL. */
 int field_collect(FieldCtx *x, struct fy_node *map, size_t line, const char *where,
                   const char *const *names, size_t n, FieldVal *vals, bool *has);
