@@ -126,6 +126,11 @@ static void test_below_uniform(void **state)
     for (int i = 0; i < 30000; i++)
         low += rng_below(&r, n) < (1ull << 62);
     assert_true(low > 9500 && low < 10500);
+    /* and multiply-shift without its rejection step would hit every third value twice */
+    unsigned third = 0;
+    for (int i = 0; i < 30000; i++)
+        third += rng_below(&r, n) % 3 == 0;
+    assert_true(third > 9500 && third < 10500);
 
     /* rng_unit: the mean of many draws is close to 1/2 */
     double sum = 0;
