@@ -13,6 +13,7 @@
 
 #include "core/catalog.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const GpuModel *must_find(const char *name)
@@ -97,6 +98,13 @@ static void test_aliases(void **state)
     expect_alias("a100 80 gb", "A100-80GB");
 }
 
+/* Both prefixes together, as cloud consoles write them ("NVIDIA Tesla T4"). */
+static void test_both_prefixes(void **state)
+{
+    expect_alias("NVIDIA Tesla T4", "T4");
+    expect_alias("NVIDIA Tesla V100-SXM2-16GB", "V100-16GB");
+}
+
 static void test_unknown(void **state)
 {
     assert_null(catalog_find(NULL));
@@ -125,6 +133,7 @@ static void test_no_ambiguous_alias(void **state)
 
 static void test_profiles(void **state)
 {
+    char order[512] = "";
     for (size_t i = 0; i < catalog_count(); i++) {
         const GpuModel *m = catalog_model(i);
         if (!gpu_model_has_mig(m)) {
@@ -138,7 +147,9 @@ static void test_profiles(void **state)
         for (int p = 0; p < m->n_profiles; p++) {
             const MigProfile *pr = &m->profiles[p];
             if (p > 0 && pr->memory_mib < m->profiles[p - 1].memory_mib)
-                fail_msg("%s: %s comes after a larger profile", m->name, pr->name);
+                snprintf(order + strlen(order), sizeof(order) - strlen(order),
+                         " %s: %s (%u MiB) after %s (%u MiB);", m->name, pr->name, pr->memory_mib,
+                         m->profiles[p - 1].name, m->profiles[p - 1].memory_mib);
             assert_true(pr->memory_mib > 0 && pr->memory_mib <= m->memory_mib);
             assert_true(pr->compute_slices >= 1 && pr->compute_slices <= m->mig_compute_slices);
             assert_true(pr->memory_slices >= 1 && pr->memory_slices <= m->mig_slots);
@@ -159,6 +170,8 @@ static void test_profiles(void **state)
     assert_int_equal(catalog_profile_index(h, "1g.5gb"), -1);
     assert_int_equal(catalog_profile_index(h, NULL), -1);
     assert_int_equal(catalog_profile_index(must_find("L4"), "1g.10gb"), -1);
+    if (order[0])
+        fail_msg("profiles not ascending by memory:%s", order);
 }
 
 int main(void)
@@ -166,7 +179,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_required_models), cmocka_unit_test(test_aliases),
         cmocka_unit_test(test_unknown),         cmocka_unit_test(test_no_ambiguous_alias),
-        cmocka_unit_test(test_profiles),
+        cmocka_unit_test(test_profiles),        cmocka_unit_test(test_both_prefixes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

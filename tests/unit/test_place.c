@@ -498,6 +498,13 @@ static void test_mig_needs_mig_node(void **state)
     assert_int_equal(place(c, "gpuorch", &j, &pl, &why), 0);
     unchanged(c, &s);
     assert_non_null(strstr(buf_str(&why), "1g.10gb"));
+    /* on a cluster of a model without MIG the request is refused outright */
+    Cluster *l4 = one_pool((PoolArgs){.name = "l4", .model = "L4", .gpus = 4});
+    Request r;
+    buf_reset(&why);
+    assert_int_equal(request_from_job(l4, &j, &r, &why), -EINVAL);
+    assert_non_null(strstr(buf_str(&why), "1g.10gb"));
+    cluster_free(l4);
     /* a second pool that may use MIG takes it */
     add(c, (PoolArgs){.name = "mig", .model = "A100-80GB", .gpus = 1, .mig = true});
     assert_int_equal(place(c, "gpuorch", &j, &pl, &why), 1);

@@ -31,8 +31,8 @@
 #include <string.h>
 #include <strings.h>
 
-#define SETS_MAIN    1000 /* job sets per main policy (gpuorch, first-fit, best-fit) */
-#define SETS_OTHERS  150  /* job sets per other gang policy */
+#define SETS_MAIN    2500 /* job sets per main policy (gpuorch, first-fit, best-fit) */
+#define SETS_OTHERS  400  /* job sets per other gang policy */
 #define JOBS_PER_SET 14
 
 /* ---- failure reporting ---- */

@@ -200,6 +200,34 @@ static void test_shuffle_is_permutation(void **state)
     assert_memory_equal(x, y, sizeof(x));
 }
 
+/* rng.h promises a shuffle of elements of any size; one larger than the copy buffer
+ * inside rng.c must be shuffled too, not silently left in place. */
+static void test_shuffle_large_elements(void **state)
+{
+    struct Row {
+        uint32_t id;
+        char payload[124];
+    } rows[16];
+    for (uint32_t i = 0; i < 16; i++) {
+        rows[i].id = i;
+        memset(rows[i].payload, (int)i, sizeof(rows[i].payload));
+    }
+    Rng r;
+    rng_seed(&r, 11);
+    rng_shuffle(&r, rows, 16, sizeof(rows[0]));
+    unsigned moved = 0;
+    bool seen[16] = {false};
+    for (uint32_t i = 0; i < 16; i++) {
+        assert_true(rows[i].id < 16);
+        assert_false(seen[rows[i].id]);
+        seen[rows[i].id] = true;
+        assert_int_equal(rows[i].payload[123], (char)rows[i].id);
+        moved += rows[i].id != i;
+    }
+    if (moved == 0)
+        fail_msg("16 elements of %zu bytes were left in their order", sizeof(rows[0]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_below_range),
         cmocka_unit_test(test_below_uniform),
         cmocka_unit_test(test_shuffle_is_permutation),
+        cmocka_unit_test(test_shuffle_large_elements),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
