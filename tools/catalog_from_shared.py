@@ -34,10 +34,13 @@ MODELS = [
 ]
 
 
-def profile_entry(p, one_slot_mib):
+def profile_entry(p, one_slot_mib, observed):
     mib = p.get("memory_mib_observed")
     estimated = mib is None
-    if estimated:
+    if estimated and p["name"].endswith("+me") and observed.get(p["name"][:-3]):
+        # a media-extension variant has the memory of its base profile
+        mib = observed[p["name"][:-3]]
+    elif estimated:
         # Observed sizes scale with memory slices; take the 1-slot size times the slices.
         mib = one_slot_mib * p["memory_slices"]
     starts = p["placements"]
@@ -77,10 +80,14 @@ def main():
             ones = [p for p in mig["profiles"] if p["memory_slices"] == 1 and
                     p.get("memory_mib_observed")]
             one_slot = ones[0]["memory_mib_observed"]
+            observed = {p["name"]: p.get("memory_mib_observed") for p in mig["profiles"]}
+            profiles = [profile_entry(p, one_slot, observed) for p in mig["profiles"]]
+            # ascending memory, then compute: catalog.h promises this order
+            profiles.sort(key=lambda e: (e["memory_mib"], e["compute_slices"]))
             model["mig"] = {
                 "memory_slots": mig["memory_slots"],
                 "compute_slices": mig["compute_slices_total"],
-                "profiles": [profile_entry(p, one_slot) for p in mig["profiles"]],
+                "profiles": profiles,
             }
         out.append(model)
     doc = {

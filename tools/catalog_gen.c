@@ -50,12 +50,14 @@ int main(int argc, char **argv)
     fprintf(out, "#include \"core/catalog.h\"\n\n");
     size_t i;
     json_t *m;
-    json_array_foreach(models, i, m) {
+    json_array_foreach(models, i, m)
+    {
         const char *name = need_str(m, "name", "model");
         fprintf(out, "static const char *const aliases_%zu[] = {", i);
         size_t j;
         json_t *a;
-        json_array_foreach(json_object_get(m, "aliases"), j, a) {
+        json_array_foreach(json_object_get(m, "aliases"), j, a)
+        {
             if (!json_is_string(a))
                 die("alias must be a string", name);
             fprintf(out, "\"%s\", ", json_string_value(a));
@@ -66,14 +68,19 @@ int main(int argc, char **argv)
             continue;
         fprintf(out, "static const MigProfile profiles_%zu[] = {\n", i);
         json_t *p;
-        json_array_foreach(json_object_get(mig, "profiles"), j, p) {
+        json_int_t last_mib = 0;
+        json_array_foreach(json_object_get(mig, "profiles"), j, p)
+        {
             const char *pn = need_str(p, "name", name);
+            if (need_int(p, "memory_mib", pn) < last_mib)
+                die("MIG profiles must come in ascending memory order", pn);
+            last_mib = need_int(p, "memory_mib", pn);
             unsigned mask = 0;
             size_t k;
             json_t *s;
-            json_array_foreach(json_object_get(p, "starts"), k, s) {
-                if (!json_is_integer(s) || json_integer_value(s) < 0 ||
-                    json_integer_value(s) >= 8)
+            json_array_foreach(json_object_get(p, "starts"), k, s)
+            {
+                if (!json_is_integer(s) || json_integer_value(s) < 0 || json_integer_value(s) >= 8)
                     die("bad start", pn);
                 mask |= 1u << json_integer_value(s);
             }
@@ -92,7 +99,8 @@ int main(int argc, char **argv)
         fprintf(out, "};\n");
     }
     fprintf(out, "\nconst GpuModel catalog_models[] = {\n");
-    json_array_foreach(models, i, m) {
+    json_array_foreach(models, i, m)
+    {
         const char *name = need_str(m, "name", "model");
         json_t *mig = json_object_get(m, "mig");
         fprintf(out,

@@ -27,12 +27,16 @@ static void normalize(const char *in, char *out, size_t outlen)
         if (isalnum((unsigned char)*in))
             out[n++] = (char)toupper((unsigned char)*in);
     out[n] = '\0';
+    /* "NVIDIA Tesla T4": strip vendor and family prefixes, in any order */
     static const char *const prefixes[] = {"NVIDIA", "TESLA"};
-    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
-        size_t pl = strlen(prefixes[i]);
-        if (strncmp(out, prefixes[i], pl) == 0 && out[pl]) {
-            memmove(out, out + pl, strlen(out + pl) + 1);
-            break;
+    for (bool again = true; again;) {
+        again = false;
+        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+            size_t pl = strlen(prefixes[i]);
+            if (strncmp(out, prefixes[i], pl) == 0 && out[pl]) {
+                memmove(out, out + pl, strlen(out + pl) + 1);
+                again = true;
+            }
         }
     }
 }

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MIG_MAX_SLOTS 8     /* memory slices of the largest MIG geometry */
+#define MIG_MAX_SLOTS    8  /* memory slices of the largest MIG geometry */
 #define MIG_MAX_PROFILES 12 /* profiles per model, media-extension variants included */
 
 typedef struct MigProfile {
@@ -23,15 +23,15 @@ typedef struct MigProfile {
 } MigProfile;
 
 typedef struct GpuModel {
-    const char *name;            /* canonical: "H100-80GB-SXM5" */
-    const char *const *aliases;  /* NULL-terminated; may be NULL */
-    uint32_t memory_mib;         /* 0 = unknown (a model from a trace) */
-    uint16_t sms;                /* 0 = unknown */
-    uint8_t nvlink_generation;   /* 0 = none */
-    uint8_t mig_slots;           /* memory slots; 0 = no MIG */
-    uint8_t mig_compute_slices;  /* compute slices of the whole GPU (7 on A100/H100) */
+    const char *name;           /* canonical: "H100-80GB-SXM5" */
+    const char *const *aliases; /* NULL-terminated; may be NULL */
+    uint32_t memory_mib;        /* 0 = unknown (a model from a trace) */
+    uint16_t sms;               /* 0 = unknown */
+    uint8_t nvlink_generation;  /* 0 = none */
+    uint8_t mig_slots;          /* memory slots; 0 = no MIG */
+    uint8_t mig_compute_slices; /* compute slices of the whole GPU (7 on A100/H100) */
     uint8_t n_profiles;
-    const MigProfile *profiles;  /* n_profiles entries, ascending memory */
+    const MigProfile *profiles; /* n_profiles entries, ascending memory */
 } GpuModel;
 
 size_t catalog_count(void);

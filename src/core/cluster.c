@@ -18,6 +18,8 @@ const char *tier_name(Tier t)
 
 int tier_from_name(const char *s)
 {
+    if (!s)
+        return -1;
     for (int i = 0; i < TIER_COUNT; i++)
         if (strcasecmp(s, tier_names[i]) == 0)
             return i;
@@ -33,6 +35,8 @@ const char *interconnect_name(Interconnect ic)
 
 int interconnect_from_name(const char *s)
 {
+    if (!s)
+        return -1;
     for (size_t i = 0; i < ARRAY_SIZE(ic_names); i++)
         if (strcasecmp(s, ic_names[i]) == 0)
             return (int)i;
@@ -85,6 +89,97 @@ void cluster_free(Cluster *c)
     free(c->fabrics);
     free(c->name);
     free(c);
+}
+
+static void *dup_mem(const void *p, size_t n)
+{
+    if (!n)
+        return NULL;
+    void *q = malloc(n);
+    if (q)
+        memcpy(q, p, n);
+    return q;
+}
+
+Cluster *cluster_clone(const Cluster *c)
+{
+    Cluster *d = calloc(1, sizeof(*d));
+    if (!d)
+        return NULL;
+    *d = *c;
+    /* nothing below may point into c once we are done; start from empty arrays */
+    d->name = NULL;
+    d->switches = NULL;
+    d->pools = NULL;
+    d->teams = NULL;
+    d->nodes = NULL;
+    d->gpus = NULL;
+    d->fabrics = NULL;
+    d->n_switches = d->n_pools = d->n_teams = d->n_nodes = d->n_fabrics = 0;
+    for (size_t i = 0; i < c->n_models; i++)
+        if (!c->models[i].in_catalog)
+            d->models[i].m.name = NULL;
+    bool ok = (d->name = strdup(c->name)) != NULL;
+    for (size_t i = 0; ok && i < c->n_models; i++)
+        if (!c->models[i].in_catalog)
+            ok = (d->models[i].m.name = strdup(c->models[i].m.name)) != NULL;
+    if (ok && c->n_switches) {
+        ok = (d->switches = calloc(c->n_switches, sizeof(Switch))) != NULL;
+        for (size_t i = 0; ok && i < c->n_switches; i++, d->n_switches++) {
+            d->switches[i] = c->switches[i];
+            ok = (d->switches[i].name = strdup(c->switches[i].name)) != NULL;
+        }
+        d->switches_cap = c->n_switches;
+    }
+    if (ok && c->n_pools) {
+        ok = (d->pools = calloc(c->n_pools, sizeof(Pool))) != NULL;
+        for (size_t i = 0; ok && i < c->n_pools; i++, d->n_pools++) {
+            const Pool *p = &c->pools[i];
+            d->pools[i] = *p;
+            d->pools[i].leaves = dup_mem(p->leaves, p->n_leaves * sizeof(*p->leaves));
+            ok = (d->pools[i].name = strdup(p->name)) != NULL &&
+                 (!p->n_leaves || d->pools[i].leaves);
+        }
+        d->pools_cap = c->n_pools;
+    }
+    if (ok && c->n_teams) {
+        ok = (d->teams = calloc(c->n_teams, sizeof(Team))) != NULL;
+        for (size_t i = 0; ok && i < c->n_teams; i++, d->n_teams++) {
+            const Team *t = &c->teams[i];
+            d->teams[i] = *t;
+            d->teams[i].projects = NULL;
+            d->teams[i].n_projects = 0;
+            ok = (d->teams[i].name = strdup(t->name)) != NULL;
+            if (ok && t->n_projects)
+                ok = (d->teams[i].projects = calloc(t->n_projects, sizeof(char *))) != NULL;
+            for (size_t j = 0; ok && j < t->n_projects; j++, d->teams[i].n_projects++)
+                ok = (d->teams[i].projects[j] = strdup(t->projects[j])) != NULL;
+        }
+        d->teams_cap = c->n_teams;
+    }
+    if (ok && c->n_nodes) {
+        ok = (d->nodes = calloc(c->n_nodes, sizeof(Node))) != NULL;
+        for (size_t i = 0; ok && i < c->n_nodes; i++, d->n_nodes++) {
+            d->nodes[i] = c->nodes[i];
+            ok = (d->nodes[i].name = strdup(c->nodes[i].name)) != NULL;
+        }
+        d->nodes_cap = c->n_nodes;
+    }
+    if (ok && c->n_gpus) {
+        ok = (d->gpus = dup_mem(c->gpus, c->n_gpus * sizeof(Gpu))) != NULL;
+        d->gpus_cap = c->n_gpus;
+    }
+    if (ok && c->n_fabrics) {
+        ok = (d->fabrics = calloc(c->n_fabrics, sizeof(char *))) != NULL;
+        for (size_t i = 0; ok && i < c->n_fabrics; i++, d->n_fabrics++)
+            ok = (d->fabrics[i] = strdup(c->fabrics[i])) != NULL;
+        d->fabrics_cap = c->n_fabrics;
+    }
+    if (!ok) {
+        cluster_free(d);
+        return NULL;
+    }
+    return d;
 }
 
 int cluster_find_model(const Cluster *c, const char *name)
@@ -276,14 +371,17 @@ int cluster_add_node(Cluster *c, uint32_t pool, const char *name, uint32_t leaf)
     }
     if (p->gpus > c->max_gpus_per_node)
         c->max_gpus_per_node = p->gpus;
+    c->pools[pool].nodes++;
     return (int)c->n_nodes++;
 }
 
 int cluster_add_pool_nodes(Cluster *c, uint32_t pool)
 {
     const Pool *p = &c->pools[pool];
+    uint32_t want = p->nodes;
+    c->pools[pool].nodes = 0; /* counts the nodes as they are added */
     char name[256];
-    for (uint32_t i = 0; i < p->nodes; i++) {
+    for (uint32_t i = 0; i < want; i++) {
         size_t len = strlen(p->name);
         if (len + 12 > sizeof(name))
             return -ENAMETOOLONG;
@@ -401,13 +499,22 @@ void cluster_release_worker(Cluster *c, const WorkerAlloc *w)
             }
             break;
         case GRANT_MIG:
-            g->mig_busy &= (uint8_t)~(1u << gr->mig_start);
+            g->mig_busy &= (uint8_t) ~(1u << gr->mig_start);
             if (!g->mig_busy)
                 n->idle_mig++;
             break;
         }
     }
     n->version++;
+}
+
+void cluster_set_schedulable(Cluster *c, uint32_t node, bool on)
+{
+    Node *n = &c->nodes[node];
+    if (n->schedulable != on) {
+        n->schedulable = on;
+        n->version++;
+    }
 }
 
 int cluster_set_mig(Cluster *c, uint32_t node, unsigned index, const MigLayout *after)
@@ -468,8 +575,8 @@ bool cluster_consistent(const Cluster *c)
                 for (int s = 0; s < MIG_MAX_SLOTS; s++)
                     if ((busy_units_mask & (1u << s)) && g->mig.profile_at[s] == MIG_NONE)
                         return false;
-                uint32_t u = mig_compute_used(m, &g->mig, g->mig_busy) *
-                             (GPU_UNITS / m->mig_compute_slices);
+                uint32_t u =
+                    mig_compute_used(m, &g->mig, g->mig_busy) * (GPU_UNITS / m->mig_compute_slices);
                 if (u != g->used_units)
                     return false;
                 idle_mig += g->mig_busy == 0;

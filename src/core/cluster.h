@@ -14,10 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GPU_UNITS 28000u         /* one GPU-equivalent: lcm(1000, 7, 4) */
-#define CLUSTER_MAX_MODELS 64    /* distinct GPU models in one cluster (a mask is 64 bits) */
-#define NODE_MAX_GPUS 16
-#define NO_SWITCH UINT32_MAX
+#define GPU_UNITS          28000u /* one GPU-equivalent: lcm(1000, 7, 4) */
+#define CLUSTER_MAX_MODELS 64     /* distinct GPU models in one cluster (a mask is 64 bits) */
+#define NODE_MAX_GPUS      16
+#define NO_SWITCH          UINT32_MAX
 
 typedef enum Tier { TIER_OWNED, TIER_RESERVED, TIER_ON_DEMAND, TIER_SPOT, TIER_COUNT } Tier;
 #define TIERS_ALL ((1u << TIER_COUNT) - 1)
@@ -47,7 +47,7 @@ typedef struct Switch {
 /* A cluster-local GPU model: the catalogue entry, or a model the spec names that the
  * catalogue does not know (no MIG, memory from the spec). */
 typedef struct ClusterModel {
-    GpuModel m;       /* name owned by the cluster */
+    GpuModel m; /* name owned by the cluster */
     bool in_catalog;
 } ClusterModel;
 
@@ -55,7 +55,7 @@ typedef struct Pool {
     char *name;
     Tier tier;
     int64_t price_micro_usd; /* per GPU-hour */
-    uint32_t nodes;          /* nodes now */
+    uint32_t nodes;          /* nodes in the pool (cluster_add_node counts them) */
     uint32_t *leaves;        /* switch indices the nodes are spread over, round-robin */
     size_t n_leaves;
     /* the node template */
@@ -124,14 +124,17 @@ typedef struct Cluster {
  * (-EEXIST for a duplicate name, -ENOMEM, -E2BIG past a limit). */
 Cluster *cluster_new(const char *name);
 void cluster_free(Cluster *c);
+/* A deep copy, state included; NULL when out of memory. */
+Cluster *cluster_clone(const Cluster *c);
 int cluster_model(Cluster *c, const char *name, uint32_t memory_mib_if_unknown);
 int cluster_add_switch(Cluster *c, const char *name, const char *parent);
-int cluster_fabric(Cluster *c, const char *label); /* interns; "" or NULL is 0 */
+int cluster_fabric(Cluster *c, const char *label);  /* interns; "" or NULL is 0 */
 int cluster_add_pool(Cluster *c, const Pool *tmpl); /* copies name and leaves */
 int cluster_add_team(Cluster *c, const Team *t);    /* copies strings */
 /* A node of the pool's template named `name` attached to `leaf` (or NO_SWITCH). */
 int cluster_add_node(Cluster *c, uint32_t pool, const char *name, uint32_t leaf);
-/* Create the pool's `nodes` nodes, named <pool>-<index>, spread over its leaves. */
+/* Create the pool's `nodes` nodes (the count the template asked for), named
+ * <pool>-<index>, spread over its leaves. */
 int cluster_add_pool_nodes(Cluster *c, uint32_t pool);
 
 int cluster_find_switch(const Cluster *c, const char *name);
@@ -184,6 +187,10 @@ uint32_t worker_units(const Cluster *c, const WorkerAlloc *w);
  * placer checked); release assumes they were applied. */
 void cluster_apply_worker(Cluster *c, const WorkerAlloc *w);
 void cluster_release_worker(Cluster *c, const WorkerAlloc *w);
+
+/* Drain (false) or reopen (true) a node. Node fields change only through cluster_*
+ * functions, which bump the node's version so cached scores notice. */
+void cluster_set_schedulable(Cluster *c, uint32_t node, bool on);
 
 /* Change a GPU's MIG layout (MIG_NONE everywhere turns MIG off). Allocated instances
  * must survive. -EBUSY when they would not, -EINVAL for an invalid layout. */

@@ -4,6 +4,7 @@
  * the first GPU reaching the node's best score. MIG requests (which the paper does
  * not know) take the placer's default slice. */
 #include "core/frag.h"
+#include "core/mix.h"
 #include "core/policies.h"
 
 #include <errno.h>
@@ -15,12 +16,17 @@ static double quantize(double drop)
     return trunc(100.0 / (1.0 + exp(-drop / 1000.0)));
 }
 
+/* FGD scores against its typical requests: the common shapes of the expected mix. */
 int fgd_init(PlaceCtx *ctx, const Cluster *c)
 {
     FragCache *fc = malloc(sizeof(*fc));
     if (!fc)
         return -ENOMEM;
-    int err = frag_cache_init(fc, c, ctx->mix);
+    Mix typical = {0};
+    int err = ctx->mix ? mix_typical(ctx->mix, FGD_TYPICAL_SHARE, &typical) : 0;
+    if (!err)
+        err = frag_cache_init(fc, c, &typical);
+    mix_free(&typical);
     if (err < 0) {
         free(fc);
         return err;
@@ -51,9 +57,8 @@ static double best_share(FragCache *fc, const Cluster *c, const Node *n, const R
         if (v.left[i] < want)
             continue;
         NodeView w = v;
-        w.cpu_left_milli -= r->cpu_milli;
-        w.left[i] = (uint16_t)(w.left[i] - want);
-        double s = quantize(base - frag_node(&fc->fm, &w));
+        frag_view_take_share(&w, r, i, want);
+        double s = quantize(base - frag_node(&fc->fm, &w, false));
         if (s > best) {
             best = s;
             *ret_index = i;
@@ -66,32 +71,21 @@ double fgd_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *
 {
     FragCache *fc = ctx->policy_state;
     const Node *n = &c->nodes[node];
-    double base = frag_cache_base(fc, c, node);
+    double base = frag_cache_base(fc, c, node, false);
     SliceMode mode = place_slice_mode(c, n, r);
     unsigned index = 0;
     if (r->kind != REQ_NONE && r->kind != REQ_GPUS && mode == SLICE_SHARE)
         return best_share(fc, c, n, r, base, &index);
     NodeView v;
     frag_view(c, n, &v);
-    v.cpu_left_milli -= r->cpu_milli;
-    if (r->kind == REQ_GPUS) {
-        unsigned need = r->gpus;
-        for (unsigned i = 0; i < v.n && need; i++)
-            if (v.left[i] == 1000) {
-                v.left[i] = 0;
-                need--;
-            }
-    } else if (mode == SLICE_MIG) {
+    if (mode == SLICE_MIG && r->kind != REQ_GPUS) {
         SlicePick pick = {0};
         place_default_pick(ctx, c, node, r, &pick);
-        const Gpu *g = node_gpu_c(c, n, pick.index);
-        MigLayout l = g->mig;
-        int p = r->mig_profile[n->model];
-        mig_place(node_model(c, n), &l, g->mig_busy, p, pick.start);
-        return quantize(base - frag_node_mig(&fc->fm, &v, pick.index, &l,
-                                             (uint8_t)(g->mig_busy | (1u << pick.start))));
+        frag_view_take_mig(&v, r, pick.index, r->mig_profile[n->model], pick.start);
+    } else {
+        frag_view_take_whole(&v, r, r->kind == REQ_GPUS ? r->gpus : 0);
     }
-    return quantize(base - frag_node(&fc->fm, &v));
+    return quantize(base - frag_node(&fc->fm, &v, false));
 }
 
 void fgd_pick_slice(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r,
@@ -104,6 +98,6 @@ void fgd_pick_slice(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Reques
         return;
     }
     unsigned index = 0;
-    best_share(fc, c, n, r, frag_cache_base(fc, c, node), &index);
+    best_share(fc, c, n, r, frag_cache_base(fc, c, node, false), &index);
     *ret = (SlicePick){.index = (uint8_t)index};
 }

@@ -1,4 +1,4 @@
-/* frag.c: fragmentation of a node against the expected request mix. */
+/* frag.c: fragmentation of a node against the expected mix, FGD's and host-aware. */
 #include "core/frag.h"
 
 #include <errno.h>
@@ -18,6 +18,7 @@ int frag_mix_init(FragMix *fm, const Mix *mix)
         FragEntry *e = &fm->e[fm->n++];
         e->weight = mix->e[i].weight;
         e->cpu_milli = r->cpu_milli;
+        e->memory_mib = r->memory_mib;
         e->models = r->models;
         memset(e->mig_profile, -1, sizeof(e->mig_profile));
         switch (r->kind) {
@@ -38,6 +39,35 @@ int frag_mix_init(FragMix *fm, const Mix *mix)
     return 0;
 }
 
+/* Whether an empty node of n's kind could host one of e. */
+static bool hosts_when_empty(const Cluster *c, const Node *n, const FragEntry *e)
+{
+    if (!(e->models & (1ull << n->model)) || n->cpu_milli < e->cpu_milli ||
+        n->memory_mib < e->memory_mib || n->n_gpus < e->gpus)
+        return false;
+    if (e->whole || !e->gpus)
+        return true;
+    const GpuModel *m = node_model(c, n);
+    int p = n->mig_allowed ? e->mig_profile[n->model] : -1;
+    return p >= 0 ? mig_max_addable(m,
+                                    &(MigLayout){{MIG_NONE, MIG_NONE, MIG_NONE, MIG_NONE, MIG_NONE,
+                                                  MIG_NONE, MIG_NONE, MIG_NONE}},
+                                    0, p) > 0
+                  : e->milli[n->model] > 0;
+}
+
+void frag_mix_by_scarcity(FragMix *fm, const Cluster *c, double cap)
+{
+    for (size_t k = 0; k < fm->n; k++) {
+        FragEntry *e = &fm->e[k];
+        size_t homes = 0;
+        for (size_t i = 0; i < c->n_nodes; i++)
+            homes += hosts_when_empty(c, &c->nodes[i], e);
+        double factor = homes ? (double)c->n_nodes / (double)homes : cap;
+        e->weight *= factor < cap ? factor : cap;
+    }
+}
+
 void frag_mix_free(FragMix *fm)
 {
     free(fm->e);
@@ -50,10 +80,57 @@ void frag_view(const Cluster *c, const Node *n, NodeView *ret)
     ret->n = n->n_gpus;
     ret->mig_allowed = n->mig_allowed;
     ret->cpu_left_milli = n->cpu_milli - n->cpu_used_milli;
+    ret->mem_left_mib = n->memory_mib - n->memory_used_mib;
     ret->gpu = node_gpu_c(c, n, 0);
     ret->gm = node_model(c, n);
+    ret->mig_index = -1;
     for (unsigned i = 0; i < n->n_gpus; i++)
         ret->left[i] = (uint16_t)gpu_free_milli(&ret->gpu[i]);
+}
+
+static void take_host(NodeView *v, const Request *r)
+{
+    v->cpu_left_milli -= r->cpu_milli < v->cpu_left_milli ? r->cpu_milli : v->cpu_left_milli;
+    v->mem_left_mib -= r->memory_mib < v->mem_left_mib ? r->memory_mib : v->mem_left_mib;
+}
+
+void frag_view_take_whole(NodeView *v, const Request *r, unsigned gpus)
+{
+    take_host(v, r);
+    for (unsigned i = 0; i < v->n && gpus; i++)
+        if (v->left[i] == 1000) {
+            v->left[i] = 0;
+            gpus--;
+        }
+}
+
+void frag_view_take_share(NodeView *v, const Request *r, unsigned index, unsigned milli)
+{
+    take_host(v, r);
+    if (v->gpu[index].mode == GPU_MIG) {
+        /* a share on an idle MIG GPU turns MIG off there */
+        v->mig_index = (int)index;
+        mig_layout_clear(&v->mig_layout);
+        v->mig_busy = 0;
+    }
+    v->left[index] = (uint16_t)(v->left[index] - (milli < v->left[index] ? milli : v->left[index]));
+}
+
+void frag_view_take_mig(NodeView *v, const Request *r, unsigned index, int p, unsigned start)
+{
+    take_host(v, r);
+    const Gpu *g = &v->gpu[index];
+    v->mig_index = (int)index;
+    if (g->mode == GPU_MIG) {
+        v->mig_layout = g->mig;
+        v->mig_busy = g->mig_busy;
+    } else {
+        mig_layout_clear(&v->mig_layout);
+        v->mig_busy = 0;
+    }
+    if (v->mig_layout.profile_at[start] != p || (v->mig_busy & (1u << start)))
+        mig_place(v->gm, &v->mig_layout, v->mig_busy, p, (int)start);
+    v->mig_busy |= (uint8_t)(1u << start);
 }
 
 unsigned frag_idle(const NodeView *v)
@@ -64,37 +141,39 @@ unsigned frag_idle(const NodeView *v)
     return idle;
 }
 
-/* Idle thousandths of GPU i a MIG request of profile p can use: the compute of the
- * instances it could still add (re-carving idle ones). */
-static unsigned mig_usable(const NodeView *v, const MigLayout *l, uint8_t busy, int p)
+/* GPU i's MIG state in the view: whether it is partitioned, its layout and busy mask. */
+static bool view_mig(const NodeView *v, unsigned i, const MigLayout **ret_l, uint8_t *ret_busy)
 {
-    const GpuModel *m = v->gm;
-    unsigned k = mig_max_addable(m, l, busy, p);
-    return k * m->profiles[p].compute_slices * 1000u / m->mig_compute_slices;
+    if ((int)i == v->mig_index) {
+        *ret_l = &v->mig_layout;
+        *ret_busy = v->mig_busy;
+        return !mig_layout_empty(&v->mig_layout);
+    }
+    *ret_l = &v->gpu[i].mig;
+    *ret_busy = v->gpu[i].mig_busy;
+    return v->gpu[i].mode == GPU_MIG;
 }
 
-/* Idle thousandths on a MIG GPU: the compute not in busy instances. */
-static unsigned mig_idle(const NodeView *v, const MigLayout *l, uint8_t busy)
+/* Thousandths of a GPU one instance of profile p holds. */
+static unsigned profile_milli(const GpuModel *m, int p)
 {
-    const GpuModel *m = v->gm;
-    return (m->mig_compute_slices - mig_compute_used(m, l, busy)) * 1000u / m->mig_compute_slices;
+    return m->profiles[p].compute_slices * 1000u / m->mig_compute_slices;
 }
 
-static double frag_eval(const FragMix *fm, const NodeView *v, int mig_index,
-                        const MigLayout *mig_l, uint8_t mig_b)
+double frag_node(const FragMix *fm, const NodeView *v, bool host_aware)
 {
-    /* per-GPU idle (MIG GPUs count compute outside busy instances) */
+    /* idle per GPU: a partitioned GPU with busy instances counts the compute outside
+     * them; an idle partitioned GPU counts whole (MIG can be turned off) */
     unsigned idle_gpu[NODE_MAX_GPUS], idle = 0;
     for (unsigned i = 0; i < v->n; i++) {
-        const Gpu *g = &v->gpu[i];
-        bool is_mig = (int)i == mig_index ? !mig_layout_empty(mig_l) : g->mode == GPU_MIG;
-        if (is_mig) {
-            const MigLayout *l = (int)i == mig_index ? mig_l : &g->mig;
-            uint8_t b = (int)i == mig_index ? mig_b : g->mig_busy;
-            idle_gpu[i] = b ? mig_idle(v, l, b) : 1000;
-        } else {
+        const MigLayout *l;
+        uint8_t b;
+        if (view_mig(v, i, &l, &b))
+            idle_gpu[i] = b ? (v->gm->mig_compute_slices - mig_compute_used(v->gm, l, b)) * 1000u /
+                                  v->gm->mig_compute_slices
+                            : 1000;
+        else
             idle_gpu[i] = v->left[i];
-        }
         idle += idle_gpu[i];
     }
     if (!idle)
@@ -102,59 +181,62 @@ static double frag_eval(const FragMix *fm, const NodeView *v, int mig_index,
     double f = 0;
     for (size_t k = 0; k < fm->n; k++) {
         const FragEntry *e = &fm->e[k];
-        if (!e->gpus || !(e->models & (1ull << v->model))) {
-            f += e->weight * idle; /* CPU-only work or the wrong model: all of it */
-            continue;
-        }
-        if (v->cpu_left_milli < e->cpu_milli) {
+        /* CPU-only work, the wrong model, or no room on the host: all of it */
+        if (!e->gpus || !(e->models & (1ull << v->model)) || v->cpu_left_milli < e->cpu_milli ||
+            (host_aware && v->mem_left_mib < e->memory_mib)) {
             f += e->weight * idle;
             continue;
         }
-        int p = v->mig_allowed ? e->mig_profile[v->model] : -1;
-        unsigned need = e->whole ? 1000 : e->milli[v->model];
-        if (!e->whole && p < 0 && !need) {
+        int p = v->mig_allowed && !e->whole ? e->mig_profile[v->model] : -1;
+        unsigned need = e->whole ? 1000 : p >= 0 ? profile_milli(v->gm, p) : e->milli[v->model];
+        if (!need) {
             f += e->weight * idle;
             continue;
         }
-        unsigned fits = 0, lost = 0;
+        unsigned fits = 0, lost = 0, slots = 0;
         for (unsigned i = 0; i < v->n; i++) {
-            const Gpu *g = &v->gpu[i];
-            bool is_mig = (int)i == mig_index ? !mig_layout_empty(mig_l) : g->mode == GPU_MIG;
-            const MigLayout *l = (int)i == mig_index ? mig_l : &g->mig;
-            uint8_t b = (int)i == mig_index ? mig_b : g->mig_busy;
-            if (!e->whole && p >= 0 && (is_mig || idle_gpu[i] == 1000)) {
-                /* a MIG request: what the instances it can still get would hold */
+            const MigLayout *l;
+            uint8_t b;
+            bool is_mig = view_mig(v, i, &l, &b);
+            if (p >= 0 && !is_mig && idle_gpu[i] != 1000) {
+                lost += idle_gpu[i]; /* a shared or busy GPU cannot be partitioned */
+            } else if (p >= 0) {
+                /* a MIG request uses what the instances it can still get would hold */
                 MigLayout empty;
                 if (!is_mig) {
                     mig_layout_clear(&empty);
                     l = &empty;
                     b = 0;
                 }
-                unsigned use = mig_usable(v, l, b, p);
-                fits += use > 0;
+                unsigned can = mig_max_addable(v->gm, l, b, p), use = can * need;
+                fits += can > 0;
+                slots += can;
                 lost += idle_gpu[i] - (use < idle_gpu[i] ? use : idle_gpu[i]);
             } else if (is_mig && b) {
                 lost += idle_gpu[i]; /* shares and whole GPUs cannot use a busy MIG GPU */
             } else if (idle_gpu[i] >= need) {
                 fits++;
+                slots += idle_gpu[i] / need;
             } else {
                 lost += idle_gpu[i];
             }
         }
-        f += e->weight * (fits >= e->gpus ? lost : idle);
+        if (fits < e->gpus) {
+            f += e->weight * idle;
+            continue;
+        }
+        f += e->weight * lost;
+        if (!host_aware)
+            continue;
+        /* copies the GPUs could take but CPU or memory could not */
+        unsigned copies = e->whole ? fits / e->gpus : slots, host = copies;
+        if (e->cpu_milli && v->cpu_left_milli / e->cpu_milli < host)
+            host = v->cpu_left_milli / e->cpu_milli;
+        if (e->memory_mib && v->mem_left_mib / e->memory_mib < host)
+            host = v->mem_left_mib / e->memory_mib;
+        f += e->weight * (double)(copies - host) * e->gpus * need;
     }
     return f;
-}
-
-double frag_node(const FragMix *fm, const NodeView *v)
-{
-    return frag_eval(fm, v, -1, NULL, 0);
-}
-
-double frag_node_mig(const FragMix *fm, const NodeView *v, unsigned index, const MigLayout *l,
-                     uint8_t busy)
-{
-    return frag_eval(fm, v, (int)index, l, busy);
 }
 
 int frag_cache_init(FragCache *fc, const Cluster *c, const Mix *mix)
@@ -165,8 +247,10 @@ int frag_cache_init(FragCache *fc, const Cluster *c, const Mix *mix)
         return err;
     size_t n = c->n_nodes ? c->n_nodes : 1;
     fc->base = calloc(n, sizeof(*fc->base));
+    fc->base_host = calloc(n, sizeof(*fc->base_host));
     fc->stamp = calloc(n, sizeof(*fc->stamp));
-    if (!fc->base || !fc->stamp) {
+    fc->stamp_host = calloc(n, sizeof(*fc->stamp_host));
+    if (!fc->base || !fc->base_host || !fc->stamp || !fc->stamp_host) {
         frag_cache_free(fc);
         return -ENOMEM;
     }
@@ -177,21 +261,27 @@ void frag_cache_free(FragCache *fc)
 {
     frag_mix_free(&fc->fm);
     free(fc->base);
+    free(fc->base_host);
     free(fc->stamp);
+    free(fc->stamp_host);
     *fc = (FragCache){0};
 }
 
-double frag_cache_base(FragCache *fc, const Cluster *c, uint32_t node)
+double frag_cache_base(FragCache *fc, const Cluster *c, uint32_t node, bool host_aware)
 {
     const Node *n = &c->nodes[node];
-    if (node < fc->n_nodes && fc->stamp[node] == n->version + 1)
-        return fc->base[node];
-    NodeView v;
-    frag_view(c, n, &v);
-    double f = frag_node(&fc->fm, &v);
-    if (node < fc->n_nodes) {
-        fc->base[node] = f;
-        fc->stamp[node] = n->version + 1;
+    if (node >= fc->n_nodes) {
+        NodeView v;
+        frag_view(c, n, &v);
+        return frag_node(&fc->fm, &v, host_aware);
     }
-    return f;
+    double *base = host_aware ? fc->base_host : fc->base;
+    uint32_t *stamp = host_aware ? fc->stamp_host : fc->stamp;
+    if (stamp[node] != n->version + 1) {
+        NodeView v;
+        frag_view(c, n, &v);
+        base[node] = frag_node(&fc->fm, &v, host_aware);
+        stamp[node] = n->version + 1;
+    }
+    return base[node];
 }

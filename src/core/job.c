@@ -8,8 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const kind_names[KIND_COUNT] = {"inference", "training", "batch",
-                                                   "interactive"};
+static const char *const kind_names[KIND_COUNT] = {"inference", "training", "batch", "interactive"};
 static const char *const prio_names[PRIO_COUNT] = {"production", "high", "normal", "low"};
 static const char *const scope_names[] = {"any", "node", "leaf", "spine"};
 static const char *const req_names[] = {"none", "gpus", "mig", "gpu_memory", "gpu_fraction"};
@@ -207,7 +206,7 @@ int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why)
     memset(r.mig_profile, -1, sizeof(r.mig_profile));
     r.tiers = j->tiers ? j->tiers : TIERS_ALL;
     if (j->priority == PRIO_PRODUCTION)
-        r.tiers &= (uint8_t)~(1u << TIER_SPOT);
+        r.tiers &= (uint8_t) ~(1u << TIER_SPOT);
     if (!r.tiers) {
         buf_puts(why, "production jobs may not run on spot capacity, and spot is all it allows");
         return -EINVAL;
@@ -242,7 +241,8 @@ int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why)
             if (c->pools[i].gpus >= r.gpus && (r.models & (1ull << c->pools[i].model)))
                 usable |= 1ull << c->pools[i].model;
         if (!usable) {
-            buf_printf(why, "asks for %u GPUs per worker; no node of an allowed model has that many",
+            buf_printf(why,
+                       "asks for %u GPUs per worker; no node of an allowed model has that many",
                        r.gpus);
             return -EINVAL;
         }
@@ -267,8 +267,8 @@ int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why)
             if (!(r.models & (1ull << mi)))
                 continue;
             const GpuModel *m = &c->models[mi].m;
-            int p = gpu_model_has_mig(m) ? mig_smallest_profile_for_memory(m, j->gpu_memory_mib)
-                                         : -1;
+            int p =
+                gpu_model_has_mig(m) ? mig_smallest_profile_for_memory(m, j->gpu_memory_mib) : -1;
             if (p >= 0)
                 r.mig_profile[mi] = (int8_t)p;
             if (m->memory_mib && j->gpu_memory_mib <= m->memory_mib) {

@@ -31,18 +31,18 @@ typedef enum ReqKind {
 
 typedef enum Scope { SCOPE_ANY, SCOPE_NODE, SCOPE_LEAF, SCOPE_SPINE } Scope;
 
-#define BUSY_ALL UINT16_MAX /* busy_milli: uses all the compute it is given */
+#define BUSY_ALL    UINT16_MAX /* busy_milli: uses all the compute it is given */
 #define NO_DURATION (-1)
 
 typedef struct JobSpec {
     char *name; /* the job's id */
     char *team, *project;
-    uint8_t kind;     /* JobKind */
-    uint8_t priority; /* Priority */
-    uint32_t workers; /* gang size */
-    uint8_t req;      /* ReqKind */
-    uint16_t gpus;    /* REQ_GPUS: per worker */
-    char *mig;        /* REQ_MIG: profile name */
+    uint8_t kind;            /* JobKind */
+    uint8_t priority;        /* Priority */
+    uint32_t workers;        /* gang size */
+    uint8_t req;             /* ReqKind */
+    uint16_t gpus;           /* REQ_GPUS: per worker */
+    char *mig;               /* REQ_MIG: profile name */
     uint64_t gpu_memory_mib; /* REQ_MEMORY */
     uint16_t fraction_milli; /* REQ_FRACTION: 1..1000 */
     char **gpu_models;       /* allowed models; none = any */
@@ -90,13 +90,13 @@ typedef struct Request {
     uint8_t gpus; /* REQ_GPUS: whole GPUs per worker */
     uint8_t scope;
     bool scope_required;
-    uint8_t tiers;       /* mask of allowed tiers */
-    uint16_t fabric;     /* interned fabric the nodes must have; 0 = any */
+    uint8_t tiers;   /* mask of allowed tiers */
+    uint16_t fabric; /* interned fabric the nodes must have; 0 = any */
     uint32_t workers;
-    uint32_t cpu_milli;  /* per worker */
-    uint32_t memory_mib; /* per worker */
-    uint64_t models;     /* mask of allowed cluster models */
-    int32_t shape;       /* key for score caches; -1 = none */
+    uint32_t cpu_milli;                       /* per worker */
+    uint32_t memory_mib;                      /* per worker */
+    uint64_t models;                          /* mask of allowed cluster models */
+    int32_t shape;                            /* key for score caches; -1 = none */
     int8_t mig_profile[CLUSTER_MAX_MODELS];   /* slice as a MIG instance, -1 = none */
     uint16_t share_milli[CLUSTER_MAX_MODELS]; /* slice as an MPS share, 0 = none */
 } Request;

@@ -47,9 +47,11 @@ uint8_t mig_recarve_starts(const GpuModel *m, const MigLayout *l, uint8_t keep, 
  * (the others destroyed). */
 unsigned mig_max_addable(const GpuModel *m, const MigLayout *l, uint8_t keep, int p);
 
-/* l with an instance of p at start added, destroying exactly the instances outside
- * keep that overlap it. Returns the start mask of the destroyed instances. The caller
- * has checked that start is in mig_recarve_starts(). */
+/* l with an instance of p at start added, destroying the instances outside keep that
+ * overlap it, and as few more idle ones as the count, media-engine and compute limits
+ * require (an idle +me instance when the new one takes the media engines, say).
+ * Returns the start mask of the destroyed instances. The caller has checked that start
+ * is in mig_recarve_starts(). */
 uint8_t mig_place(const GpuModel *m, MigLayout *l, uint8_t keep, int p, int start);
 
 /* The smallest profile whose memory holds memory_mib: fewest memory slices, then

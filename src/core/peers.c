@@ -90,8 +90,7 @@ double peer_gpu_packing_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, co
 }
 
 /* GpuClustering: put a worker where workers of its shape already are. */
-double peer_gpu_clustering_score(PlaceCtx *ctx, const Cluster *c, uint32_t node,
-                                 const Request *r)
+double peer_gpu_clustering_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r)
 {
     const Node *n = &c->nodes[node];
     unsigned gpus, milli;

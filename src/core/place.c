@@ -117,8 +117,8 @@ static unsigned gpu_cap(const Cluster *c, const Node *n, const Request *r, unsig
     return total;
 }
 
-unsigned place_node_capacity(const PlaceCtx *ctx, const Cluster *c, uint32_t node,
-                             const Request *r, unsigned limit)
+unsigned place_node_capacity(const PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r,
+                             unsigned limit)
 {
     (void)ctx;
     const Node *n = &c->nodes[node];
@@ -244,8 +244,8 @@ static void default_pick_mig(const Cluster *c, const Node *n, int p, SlicePick *
         if (cls < best_class || (cls == best_class && g->used_units > best_used)) {
             best_class = cls;
             best_used = g->used_units;
-            *ret = (SlicePick){.index = (uint8_t)i, .start = (uint8_t)__builtin_ctz(starts),
-                               .mig = true};
+            *ret = (SlicePick){
+                .index = (uint8_t)i, .start = (uint8_t)__builtin_ctz(starts), .mig = true};
         }
     }
 }
@@ -334,13 +334,15 @@ static int place_worker(PlaceCtx *ctx, Cluster *c, uint32_t node, const Request 
                 if ((err = change_mig(c, pl, node, pick.index, &after)) < 0)
                     return err;
             }
-            w.grants[w.n_grants++] = (Grant){.index = pick.index, .kind = GRANT_MIG,
-                                             .mig_profile = (uint8_t)p, .mig_start = pick.start};
+            w.grants[w.n_grants++] = (Grant){.index = pick.index,
+                                             .kind = GRANT_MIG,
+                                             .mig_profile = (uint8_t)p,
+                                             .mig_start = pick.start};
         } else {
             if (g->mode == GPU_MIG && (err = change_mig(c, pl, node, pick.index, &off)) < 0)
                 return err;
-            w.grants[w.n_grants++] = (Grant){.index = pick.index, .kind = GRANT_SHARE,
-                                             .milli = r->share_milli[n->model]};
+            w.grants[w.n_grants++] = (Grant){
+                .index = pick.index, .kind = GRANT_SHARE, .milli = r->share_milli[n->model]};
         }
     }
     cluster_apply_worker(c, &w);
@@ -652,8 +654,8 @@ static int place_gang(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *pl
         if (r->kind == REQ_GPUS && W > 1)
             buf_printf(why, " for %u workers of %u", W, r->gpus);
         if (r->scope_required && r->scope != SCOPE_ANY)
-            buf_printf(why, " (most in one %s: room for %llu of %u workers)",
-                       level_names[r->scope], (unsigned long long)best, W);
+            buf_printf(why, " (most in one %s: room for %llu of %u workers)", level_names[r->scope],
+                       (unsigned long long)best, W);
         else
             buf_printf(why, " (room for %llu of %u workers)", (unsigned long long)best, W);
         return 0;

@@ -109,8 +109,8 @@ int place_job(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *ret, Buf *
 void place_release(Cluster *c, const Placement *p);
 
 /* Workers of r node can take now, at most limit (idle MIG instances re-carvable). */
-unsigned place_node_capacity(const PlaceCtx *ctx, const Cluster *c, uint32_t node,
-                             const Request *r, unsigned limit);
+unsigned place_node_capacity(const PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r,
+                             unsigned limit);
 
 /* r as a policy sees it (slices become whole GPUs under POLICY_INDIVISIBLE). */
 void place_effective_request(const Policy *p, const Request *r, Request *ret);

@@ -13,8 +13,7 @@ void place_default_pick(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Re
 /* peers.c: the FGD paper's baselines */
 double peer_dot_product_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r);
 double peer_gpu_packing_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r);
-double peer_gpu_clustering_score(PlaceCtx *ctx, const Cluster *c, uint32_t node,
-                                 const Request *r);
+double peer_gpu_clustering_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r);
 
 /* fgd.c */
 int fgd_init(PlaceCtx *ctx, const Cluster *c);

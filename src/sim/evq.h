@@ -7,18 +7,18 @@
 #include <stdint.h>
 
 typedef enum EventKind {
-    EV_FINISH,      /* a job's workers complete (frees capacity first) */
+    EV_FINISH,       /* a job's workers complete (frees capacity first) */
     EV_RECONFIGURED, /* a MIG reconfiguration finished */
-    EV_ARRIVAL,     /* a job is submitted */
-    EV_SCHEDULE,    /* a scheduling cycle */
-    EV_SAMPLE,      /* a metrics sample */
+    EV_ARRIVAL,      /* a job is submitted */
+    EV_SCHEDULE,     /* a scheduling cycle */
+    EV_SAMPLE,       /* a metrics sample */
 } EventKind;
 
 typedef struct Event {
     int64_t t_ms;
-    uint32_t kind; /* EventKind; earlier kinds first at equal times */
-    uint32_t job;  /* job index, when it concerns one */
-    uint64_t seq;  /* insertion order */
+    uint32_t kind;  /* EventKind; earlier kinds first at equal times */
+    uint32_t job;   /* job index, when it concerns one */
+    uint64_t seq;   /* insertion order */
     uint64_t epoch; /* the job's run number when posted, to drop stale events */
 } Event;
 

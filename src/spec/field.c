@@ -143,7 +143,7 @@ int field_text(FieldCtx *x, const FieldVal *v, const char **ret)
 
 int field_str(FieldCtx *x, const FieldVal *v, char **ret)
 {
-    const char *s;
+    const char *s = NULL;
     int r = field_text(x, v, &s);
     if (r < 0)
         return r;
@@ -314,7 +314,7 @@ typedef struct StrvAcc {
 static int strv_item(FieldCtx *x, const FieldVal *item, void *ud)
 {
     StrvAcc *a = ud;
-    const char *s;
+    const char *s = NULL;
     int r = field_text(x, item, &s);
     if (r < 0)
         return r;

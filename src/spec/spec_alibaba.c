@@ -180,8 +180,6 @@ static int read_nodes(FieldCtx *x, Cluster *c, const char *text, size_t len)
         int e = cluster_add_node(c, rows[i].pool, rows[i].sn, NO_SWITCH);
         if (e < 0)
             r = e;
-        else
-            c->pools[rows[i].pool].nodes++;
     }
     for (size_t i = 0; i < n; i++)
         free(rows[i].sn);

@@ -6,16 +6,16 @@
 #include <stdlib.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
-#define UNUSED __attribute__((unused))
+#define MIN(a, b)     ((a) < (b) ? (a) : (b))
+#define MAX(a, b)     ((a) > (b) ? (a) : (b))
+#define UNUSED        __attribute__((unused))
 
 static inline void freep(void *p)
 {
     free(*(void **)p);
 }
 
-#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_(f)   __attribute__((cleanup(f)))
 #define _cleanup_free_ _cleanup_(freep)
 
 /* Hand a cleanup-managed pointer to someone else: returns it and clears the variable. */

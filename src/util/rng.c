@@ -59,17 +59,25 @@ double rng_unit(Rng *r)
     return (double)(rng_next(r) >> 11) * 0x1.0p-53;
 }
 
+/* Swap two elements of any size through a small buffer, a chunk at a time. */
+static void swap_elems(unsigned char *a, unsigned char *b, uint64_t size)
+{
+    unsigned char tmp[64];
+    while (size) {
+        uint64_t k = size < sizeof(tmp) ? size : sizeof(tmp);
+        memcpy(tmp, a, k);
+        memcpy(a, b, k);
+        memcpy(b, tmp, k);
+        a += k, b += k, size -= k;
+    }
+}
+
 void rng_shuffle(Rng *r, void *base, uint64_t n, uint64_t size)
 {
-    unsigned char *b = base, tmp[64];
-    if (size > sizeof(tmp))
-        return;
+    unsigned char *b = base;
     for (uint64_t i = n; i > 1; i--) {
         uint64_t j = rng_below(r, i);
-        if (j == i - 1)
-            continue;
-        memcpy(tmp, b + (i - 1) * size, size);
-        memcpy(b + (i - 1) * size, b + j * size, size);
-        memcpy(b + j * size, tmp, size);
+        if (j != i - 1)
+            swap_elems(b + (i - 1) * size, b + j * size, size);
     }
 }

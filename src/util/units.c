@@ -2,9 +2,9 @@
 #include "util/units.h"
 
 #include <ctype.h>
-#include <stdbool.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -41,9 +41,10 @@ static int fixed_prefix(const char **ps, unsigned digits, bool round_up, int64_t
         return -EINVAL;
     int64_t v = 0;
     for (; isdigit((unsigned char)*p); p++) {
-        if (v > (INT64_MAX / 10 - 9))
+        int d = *p - '0';
+        if (v > (INT64_MAX - d) / 10)
             return -ERANGE;
-        v = v * 10 + (*p - '0');
+        v = v * 10 + d;
     }
     unsigned frac = 0;
     bool excess = false;
@@ -51,9 +52,10 @@ static int fixed_prefix(const char **ps, unsigned digits, bool round_up, int64_t
         p++;
         for (; isdigit((unsigned char)*p); p++) {
             if (frac < digits) {
-                if (v > (INT64_MAX / 10 - 9))
+                int d = *p - '0';
+                if (v > (INT64_MAX - d) / 10)
                     return -ERANGE;
-                v = v * 10 + (*p - '0');
+                v = v * 10 + d;
                 frac++;
             } else if (*p != '0') {
                 excess = true;
@@ -68,6 +70,8 @@ static int fixed_prefix(const char **ps, unsigned digits, bool round_up, int64_t
     if (excess) {
         if (!round_up)
             return -EINVAL;
+        if (v == INT64_MAX)
+            return -ERANGE;
         v++;
     }
     *ps = p;
@@ -121,8 +125,8 @@ int parse_size_mib(const char *s, uint64_t *ret_mib)
         return -EINVAL;
     while (isspace((unsigned char)*s))
         s++;
-    int64_t milli; /* the number times 1000 */
-    int r = fixed_prefix(&s, 3, false, &milli);
+    int64_t nano; /* the number times 10^9, rounded up past nine decimals */
+    int r = fixed_prefix(&s, 9, true, &nano);
     if (r < 0)
         return r;
     while (isspace((unsigned char)*s))
@@ -138,9 +142,9 @@ int parse_size_mib(const char *s, uint64_t *ret_mib)
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         if (strcasecmp(suffix, units[i].suffix) != 0)
             continue;
-        /* value*num/den rounded up, with the value in thousandths */
-        unsigned __int128 v = (unsigned __int128)milli * units[i].num;
-        unsigned __int128 d = (unsigned __int128)units[i].den * 1000;
+        /* value*num/den rounded up, with the value in billionths */
+        unsigned __int128 v = (unsigned __int128)nano * units[i].num;
+        unsigned __int128 d = (unsigned __int128)units[i].den * 1000000000u;
         unsigned __int128 q = (v + d - 1) / d;
         if (q > UINT32_MAX * 1024ull)
             return -ERANGE;

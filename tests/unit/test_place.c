@@ -939,8 +939,8 @@ static void test_drained_node_gets_nothing(void **state)
             Placement pl = {0};
             assert_int_equal(place_job(&ctx, c, &r, &pl, &why), 1);
             place_release(c, &pl);
-            c->nodes[0].schedulable = false;
-            c->nodes[1].schedulable = false;
+            cluster_set_schedulable(c, 0, false);
+            cluster_set_schedulable(c, 1, false);
             State s;
             save(c, &s);
             buf_reset(&why);

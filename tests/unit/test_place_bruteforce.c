@@ -524,7 +524,7 @@ static Cluster *random_cluster(Rng *rng)
     }
     for (size_t i = 0; i < c->n_nodes; i++)
         if (rng_below(rng, 25) == 0)
-            c->nodes[i].schedulable = false;
+            cluster_set_schedulable(c, (uint32_t)i, false);
     return c;
 fail:
     cluster_free(c);
