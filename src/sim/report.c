@@ -512,7 +512,7 @@ static void timeline_csv(const SimReport *r, Buf *b)
             const RunResult *run = &r->runs[pi * r->n_seeds + s];
             for (size_t k = 0; k < run->time.n_timeline; k++) {
                 const TimelinePoint *p = &run->time.timeline[k];
-                buf_printf(b, "%s,%llu,%.0f,%.2f,%.2f,%u,%u\n", r->policies[pi].name,
+                buf_printf(b, "%s,%llu,%.1f,%.2f,%.2f,%u,%u\n", r->policies[pi].name,
                            (unsigned long long)run->seed, p->t_s, p->utilization_pct,
                            p->allocation_pct, p->queued, p->running);
             }

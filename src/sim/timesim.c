@@ -43,6 +43,7 @@ typedef struct SimJob {
     int64_t finish_ms;
     double busy_eq, alloc_eq; /* GPU-equivalents used and held now */
     double attained_gpu_ms;   /* Tiresias: GPUs x time run, past runs */
+    int64_t ran_ms;           /* time spent running, past runs */
     double gpus_asked;
     uint32_t workers_placed;
     Placement pl;
@@ -268,6 +269,7 @@ static int stop(TimeSim *s, uint32_t j, bool finished)
 {
     SimJob *sj = &s->jobs[j];
     if (sj->state == JS_RUNNING) {
+        sj->ran_ms += s->now_ms - sj->run_since_ms;
         double ran = (double)(s->now_ms - sj->run_since_ms);
         sj->work_ms = MAX(0.0, sj->work_ms - ran * sj->speed);
         sj->attained_gpu_ms += ran * sj->gpus_asked;
@@ -530,25 +532,30 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
         t0 = 0;
     s.t0_ms = s.now_ms = s.last_ms = t0;
 
-    Event e;
-    while (evq_pop(&s.q, &e)) {
-        if (e.t_ms != s.now_ms) {
+    /* Handle every event of a time, then schedule once at that time (which may post
+     * events at the same time), sample, and move the clock to the next event. */
+    for (;;) {
+        const Event *next = evq_peek(&s.q);
+        if (!next || next->t_ms != s.now_ms) {
             if (s.dirty && (err = schedule(&s)) < 0)
                 goto out;
             if ((err = sample(&s)) < 0)
                 goto out;
-            integrate(&s, e.t_ms);
-            s.now_ms = e.t_ms;
+            next = evq_peek(&s.q);
+            if (!next)
+                break;
+            if (next->t_ms != s.now_ms) {
+                integrate(&s, next->t_ms);
+                s.now_ms = next->t_ms;
+            }
         }
+        Event e;
+        evq_pop(&s.q, &e);
         if ((err = handle(&s, &e)) < 0)
             goto out;
         if (in->progress && e.kind == EV_ARRIVAL)
             __atomic_fetch_add(in->progress, 1, __ATOMIC_RELAXED);
     }
-    if (s.dirty && (err = schedule(&s)) < 0)
-        goto out;
-    if ((err = sample(&s)) < 0)
-        goto out;
     /* the run ends with the last event; what still waits never got placed */
     res->never_placed = s.n_wait;
     for (size_t i = 0; i < s.n_wait; i++)
@@ -601,10 +608,14 @@ static int collect(TimeSim *s, GroupResult *g, bool (*member)(TimeSim *, uint32_
         const SimJob *sj = &s->jobs[i];
         if (member && !member(s, (uint32_t)i, key))
             continue;
-        if (sj->first_start_ms >= 0)
-            qd[nq++] = (double)(sj->first_start_ms - sj->submit_ms) / 1000.0;
-        if (sj->state == JS_DONE)
+        /* waiting is all the time not running: before the first start, during MIG
+         * reconfigurations, and after preemptions */
+        if (sj->state == JS_DONE) {
+            qd[nq++] = (double)(sj->finish_ms - sj->submit_ms - sj->ran_ms) / 1000.0;
             jct[nf++] = (double)(sj->finish_ms - sj->submit_ms) / 1000.0;
+        } else if (sj->first_start_ms >= 0) {
+            qd[nq++] = (double)(sj->first_start_ms - sj->submit_ms) / 1000.0;
+        }
     }
     dist_from(qd, nq, &g->queue_delay_s);
     dist_from(jct, nf, &g->jct_s);
