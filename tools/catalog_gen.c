@@ -84,6 +84,12 @@ int main(int argc, char **argv)
                     die("bad start", pn);
                 mask |= 1u << json_integer_value(s);
             }
+            /* the placer counts free start blocks (mig_addable): they must be disjoint */
+            json_int_t size = need_int(p, "memory_slices", pn);
+            for (int x = 0; x < 8; x++)
+                for (int y = x + 1; y < 8; y++)
+                    if ((mask & (1u << x)) && (mask & (1u << y)) && x + size > y)
+                        die("valid starts of a profile overlap each other", pn);
             json_t *id = json_object_get(p, "id");
             fprintf(out,
                     "    {.name = \"%s\", .memory_mib = %lld, .nvml_id = %lld, "

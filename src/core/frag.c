@@ -162,19 +162,35 @@ static unsigned profile_milli(const GpuModel *m, int p)
 
 double frag_node(const FragMix *fm, const NodeView *v, bool host_aware)
 {
-    /* idle per GPU: a partitioned GPU with busy instances counts the compute outside
-     * them; an idle partitioned GPU counts whole (MIG can be turned off) */
+    /* per GPU, once: its idle compute (a partitioned GPU with busy instances counts the
+     * compute outside them; an idle partitioned GPU counts whole, as MIG can be turned
+     * off), whether it is partitioned with busy instances, and its MIG summary (an
+     * unpartitioned free GPU summarises as empty) */
     unsigned idle_gpu[NODE_MAX_GPUS], idle = 0;
+    bool busy_mig[NODE_MAX_GPUS], carvable[NODE_MAX_GPUS];
+    MigSummary sum[NODE_MAX_GPUS];
+    bool any_mig_entry = false;
+    for (size_t k = 0; k < fm->n && !any_mig_entry; k++)
+        any_mig_entry = v->mig_allowed && !fm->e[k].whole && fm->e[k].mig_profile[v->model] >= 0;
     for (unsigned i = 0; i < v->n; i++) {
         const MigLayout *l;
         uint8_t b;
-        if (view_mig(v, i, &l, &b))
+        bool is_mig = view_mig(v, i, &l, &b);
+        busy_mig[i] = is_mig && b;
+        if (is_mig)
             idle_gpu[i] = b ? (v->gm->mig_compute_slices - mig_compute_used(v->gm, l, b)) * 1000u /
                                   v->gm->mig_compute_slices
                             : 1000;
         else
             idle_gpu[i] = v->left[i];
         idle += idle_gpu[i];
+        carvable[i] = is_mig || idle_gpu[i] == 1000;
+        if (any_mig_entry && carvable[i]) {
+            if (is_mig)
+                mig_summarize(v->gm, l, b, &sum[i]);
+            else
+                sum[i] = (MigSummary){0};
+        }
     }
     if (!idle)
         return 0;
@@ -195,24 +211,17 @@ double frag_node(const FragMix *fm, const NodeView *v, bool host_aware)
         }
         unsigned fits = 0, lost = 0, slots = 0;
         for (unsigned i = 0; i < v->n; i++) {
-            const MigLayout *l;
-            uint8_t b;
-            bool is_mig = view_mig(v, i, &l, &b);
-            if (p >= 0 && !is_mig && idle_gpu[i] != 1000) {
-                lost += idle_gpu[i]; /* a shared or busy GPU cannot be partitioned */
-            } else if (p >= 0) {
-                /* a MIG request uses what the instances it can still get would hold */
-                MigLayout empty;
-                if (!is_mig) {
-                    mig_layout_clear(&empty);
-                    l = &empty;
-                    b = 0;
+            if (p >= 0) {
+                if (!carvable[i]) {
+                    lost += idle_gpu[i]; /* a shared or busy GPU cannot be partitioned */
+                    continue;
                 }
-                unsigned can = mig_max_addable(v->gm, l, b, p), use = can * need;
+                /* a MIG request uses what the instances it can still get would hold */
+                unsigned can = mig_addable(v->gm, &sum[i], p), use = can * need;
                 fits += can > 0;
                 slots += can;
                 lost += idle_gpu[i] - (use < idle_gpu[i] ? use : idle_gpu[i]);
-            } else if (is_mig && b) {
+            } else if (busy_mig[i]) {
                 lost += idle_gpu[i]; /* shares and whole GPUs cannot use a busy MIG GPU */
             } else if (idle_gpu[i] >= need) {
                 fits++;

@@ -138,24 +138,48 @@ uint8_t mig_recarve_starts(const GpuModel *m, const MigLayout *l, uint8_t keep, 
                      mig_compute_used(m, l, keep));
 }
 
+void mig_summarize(const GpuModel *m, const MigLayout *l, uint8_t keep, MigSummary *ret)
+{
+    *ret = (MigSummary){0};
+    for (int i = 0; i < MIG_MAX_SLOTS; i++) {
+        uint8_t q = l->profile_at[i];
+        if (q == MIG_NONE || !(keep & (1u << i)))
+            continue;
+        ret->used |= mig_span_mask(m, q, i);
+        ret->compute += m->profiles[q].compute_slices;
+        ret->media += m->profiles[q].media_extension;
+        ret->count[q]++;
+    }
+}
+
+/* The valid starts of a profile are disjoint blocks (the catalogue generator checks
+ * it), so the most that fit is the number of free blocks, capped by the limits. */
+unsigned mig_addable(const GpuModel *m, const MigSummary *s, int p)
+{
+    const MigProfile *pr = &m->profiles[p];
+    if (s->count[p] >= pr->max_count || (pr->media_extension && s->media) ||
+        s->compute + pr->compute_slices > m->mig_compute_slices)
+        return 0;
+    unsigned blocks = 0;
+    for (uint8_t starts = pr->start_mask; starts; starts &= (uint8_t)(starts - 1)) {
+        int st = __builtin_ctz(starts);
+        if (st + pr->memory_slices <= m->mig_slots && !(mig_span_mask(m, p, st) & s->used))
+            blocks++;
+    }
+    unsigned by_count = pr->max_count - s->count[p];
+    unsigned by_compute = (m->mig_compute_slices - s->compute) / pr->compute_slices;
+    unsigned k = blocks < by_count ? blocks : by_count;
+    k = k < by_compute ? k : by_compute;
+    return pr->media_extension && k > 1 ? 1 : k;
+}
+
 unsigned mig_max_addable(const GpuModel *m, const MigLayout *l, uint8_t keep, int p)
 {
     if (!gpu_model_has_mig(m) || p < 0 || p >= m->n_profiles)
         return 0;
-    const MigProfile *pr = &m->profiles[p];
-    unsigned same, media;
-    kept_counts(m, l, keep, p, &same, &media);
-    uint8_t used = mig_occupied_mask(m, l, keep);
-    unsigned compute = mig_compute_used(m, l, keep), added = 0;
-    for (;;) {
-        uint8_t starts = starts_in(m, p, used, same + added, media + added * pr->media_extension,
-                                   compute + added * pr->compute_slices);
-        if (!starts)
-            return added;
-        int s = __builtin_ctz(starts);
-        used |= mig_span_mask(m, p, s);
-        added++;
-    }
+    MigSummary s;
+    mig_summarize(m, l, keep, &s);
+    return mig_addable(m, &s, p);
 }
 
 /* Destroy one idle instance outside keep: kind 0 one of profile p, 1 one holding the

@@ -47,6 +47,18 @@ uint8_t mig_recarve_starts(const GpuModel *m, const MigLayout *l, uint8_t keep, 
  * (the others destroyed). */
 unsigned mig_max_addable(const GpuModel *m, const MigLayout *l, uint8_t keep, int p);
 
+/* What adding instances to a layout depends on, computed once per GPU so that the
+ * count for each profile is a few operations (fragmentation asks it per profile). */
+typedef struct MigSummary {
+    uint8_t used;    /* occupied memory slots */
+    uint8_t compute; /* compute slices taken */
+    uint8_t media;   /* instances holding the media engines */
+    uint8_t count[MIG_MAX_PROFILES];
+} MigSummary;
+
+void mig_summarize(const GpuModel *m, const MigLayout *l, uint8_t keep, MigSummary *ret);
+unsigned mig_addable(const GpuModel *m, const MigSummary *s, int p);
+
 /* l with an instance of p at start added, destroying the instances outside keep that
  * overlap it, and as few more idle ones as the count, media-engine and compute limits
  * require (an idle +me instance when the new one takes the media engines, say).
