@@ -42,10 +42,10 @@ bench: deps build
 	./bench/run.sh $(BUILD)
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h')
+	clang-format -i $$(find src tests tools bench -name '*.[ch]')
 
 format-check:
-	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h')
+	./tests/check_format.sh clang-format .
 
 clean:
 	rm -rf $(BUILD) $(TEST_BUILD)

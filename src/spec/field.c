@@ -19,7 +19,8 @@ void field_ctx_init(FieldCtx *x, const char *file, const char *word, Buf *err)
     *x = (FieldCtx){.file = file ? file : "<input>", .word = word, .err = err};
 }
 
-static void error_v(FieldCtx *x, size_t line, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void error_v(FieldCtx *x, size_t line, const char *fmt,
+                                                          va_list ap)
 {
     x->n_errors++;
     if (x->n_errors > FIELD_MAX_ERRORS + 1)

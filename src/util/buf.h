@@ -19,7 +19,7 @@ void buf_append(Buf *b, const char *s, size_t n);
 void buf_puts(Buf *b, const char *s);
 void buf_putc(Buf *b, char c);
 void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_vprintf(Buf *b, const char *fmt, va_list ap);
+void buf_vprintf(Buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* The text so far, "" when empty; valid until the next append. */
 const char *buf_str(const Buf *b);
 /* Hand the text to the caller (malloc'd, never NULL unless out of memory). */

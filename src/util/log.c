@@ -4,7 +4,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static void vlog(const char *level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void vlog(const char *level, const char *fmt,
+                                                       va_list ap)
 {
     fprintf(stderr, "level=%s ", level);
     vfprintf(stderr, fmt, ap);
