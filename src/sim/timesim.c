@@ -317,8 +317,9 @@ static int try_place(TimeSim *s, uint32_t j)
             return -ENOMEM;
         memcpy(pl->workers + pl->n_workers, s->scratch.workers,
                s->scratch.n_workers * sizeof(*pl->workers));
-        memcpy(pl->changes + pl->n_changes, s->scratch.changes,
-               s->scratch.n_changes * sizeof(*pl->changes));
+        if (s->scratch.n_changes)
+            memcpy(pl->changes + pl->n_changes, s->scratch.changes,
+                   s->scratch.n_changes * sizeof(*pl->changes));
         pl->n_workers += s->scratch.n_workers;
         pl->n_changes += s->scratch.n_changes;
         sj->workers_placed += (uint32_t)s->scratch.n_workers;
