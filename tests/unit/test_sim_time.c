@@ -494,6 +494,42 @@ static void test_tiresias_preempts_at_crossing(void **state)
     world_free(&w);
 }
 
+/* The victim is the lower-queue job submitted last. One node of 8 GPUs; a and b ask
+ * 4 GPUs for 6 h, at 0 and 60 s; both pass 16 GPU-hours (4 GPUs x 4 h) before w, 4 GPUs
+ * for 30 min, arrives at 5 h. w preempts b (the later), not a: w runs 5 h-5.5 h, a
+ * finishes at 6 h untouched, b resumes at 5.5 h with 6 h - (5 h - 60 s) = 3,660 s left
+ * and finishes at 23,460 s; its wait is 23,460 - 60 - 21,600 = 1,800 s. */
+static void test_tiresias_victim_is_latest_submitted(void **state)
+{
+    (void)state;
+    World w;
+    world_init(&w,
+               "name: eight\n"
+               "pools:\n"
+               "  - name: p\n"
+               "    tier: owned\n"
+               "    nodes: 1\n"
+               "    node: {gpu_model: A100-80GB, gpus: 8}\n",
+               "id,kind,gpus,submit_s,duration_s\n"
+               "a,training,4,0,21600\n"
+               "b,training,4,60,21600\n"
+               "w,training,4,18000,1800\n",
+               10000);
+    RunResult r;
+    run(&w, "first-fit+tiresias", 1, &r);
+    assert_int_equal(r.time.preemptions, 1);
+    assert_int_equal(count_events(&r.events, "preempt", "a"), 0);
+    assert_int_equal(event_t(&r.events, "preempt", "b", 0), 18000000);
+    assert_int_equal(event_t(&r.events, "start", "w", 0), 18000000);
+    assert_int_equal(event_t(&r.events, "finish", "a", 0), 21600000);
+    assert_int_equal(event_t(&r.events, "start", "b", 1), 19800000);
+    assert_int_equal(event_t(&r.events, "finish", "b", 0), 23460000);
+    near(r.time.queue_delay_s.max, 1800, EPS, "b wait");
+    near(r.time.queue_delay_s.mean, 600, EPS, "wait mean");
+    run_result_free(&r);
+    world_free(&w);
+}
+
 /* ---- (g) determinism ---- */
 
 /* Twenty jobs of every kind of request over three MIG-capable nodes, under a
@@ -642,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_mig_reconfiguration_delay),
         cmocka_unit_test(test_stretch),
         cmocka_unit_test(test_tiresias_preempts_at_crossing),
+        cmocka_unit_test(test_tiresias_victim_is_latest_submitted),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_never_placed_and_unschedulable),
     };
