@@ -168,8 +168,11 @@ int sim_run_packing(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunR
             __atomic_fetch_add(in->progress, 1, __ATOMIC_RELAXED);
         arrived += demand_milli(j);
         int placed = 0;
-        if (!prep->unschedulable[ji]) {
-            buf_reset(&why);
+        placement_reset(&pl);
+        buf_reset(&why);
+        if (prep->unschedulable[ji]) {
+            buf_puts(&why, prep->unschedulable[ji]);
+        } else {
             placed = place_job(&ctx, c, &prep->reqs[ji], &pl, &why);
             if (placed < 0) {
                 err = placed;

@@ -129,7 +129,8 @@ static int load_alibaba(const char *path, const char *text, size_t len, JobList 
             break;
         }
         if (cpu > UINT32_MAX || mem > UINT32_MAX) {
-            rc = bad(err, path, r.line, "cpu_milli", "value too large");
+            rc = bad(err, path, r.line, cpu > UINT32_MAX ? "cpu_milli" : "memory_mib",
+                     "value too large");
             break;
         }
         /* the FGD simulator clamps gpu_milli to [0, 1000] */
