@@ -83,6 +83,7 @@ void frag_view(const Cluster *c, const Node *n, NodeView *ret)
     ret->mem_left_mib = n->memory_mib - n->memory_used_mib;
     ret->gpu = node_gpu_c(c, n, 0);
     ret->gm = node_model(c, n);
+    ret->taken = 0;
     ret->mig_index = -1;
     for (unsigned i = 0; i < n->n_gpus; i++)
         ret->left[i] = (uint16_t)gpu_free_milli(&ret->gpu[i]);
@@ -98,8 +99,9 @@ void frag_view_take_whole(NodeView *v, const Request *r, unsigned gpus)
 {
     take_host(v, r);
     for (unsigned i = 0; i < v->n && gpus; i++)
-        if (v->left[i] == 1000) {
+        if (v->left[i] == 1000 && !(v->taken & (1u << i))) {
             v->left[i] = 0;
+            v->taken |= (uint16_t)(1u << i);
             gpus--;
         }
 }
@@ -131,19 +133,20 @@ void frag_view_take_mig(NodeView *v, const Request *r, unsigned index, int p, un
     if (v->mig_layout.profile_at[start] != p || (v->mig_busy & (1u << start)))
         mig_place(v->gm, &v->mig_layout, v->mig_busy, p, (int)start);
     v->mig_busy |= (uint8_t)(1u << start);
+    unsigned used = mig_compute_used(v->gm, &v->mig_layout, v->mig_busy);
+    v->left[index] =
+        (uint16_t)((v->gm->mig_compute_slices - used) * 1000u / v->gm->mig_compute_slices);
 }
 
-unsigned frag_idle(const NodeView *v)
-{
-    unsigned idle = 0;
-    for (unsigned i = 0; i < v->n; i++)
-        idle += v->left[i];
-    return idle;
-}
-
-/* GPU i's MIG state in the view: whether it is partitioned, its layout and busy mask. */
+/* GPU i's MIG state in the view: whether it is partitioned, its layout and busy mask.
+ * A GPU taken whole is not partitioned any more. */
 static bool view_mig(const NodeView *v, unsigned i, const MigLayout **ret_l, uint8_t *ret_busy)
 {
+    if (v->taken & (1u << i)) {
+        *ret_l = &v->gpu[i].mig;
+        *ret_busy = 0;
+        return false;
+    }
     if ((int)i == v->mig_index) {
         *ret_l = &v->mig_layout;
         *ret_busy = v->mig_busy;
@@ -154,6 +157,33 @@ static bool view_mig(const NodeView *v, unsigned i, const MigLayout **ret_l, uin
     return v->gpu[i].mode == GPU_MIG;
 }
 
+/* Idle thousandths of GPU i: a partitioned GPU with busy instances counts the compute
+ * outside them; an idle partitioned GPU counts whole (MIG can be turned off). */
+static unsigned view_idle(const NodeView *v, unsigned i, bool *ret_is_mig, uint8_t *ret_busy,
+                          const MigLayout **ret_l)
+{
+    bool is_mig = view_mig(v, i, ret_l, ret_busy);
+    *ret_is_mig = is_mig;
+    if (!is_mig)
+        return v->left[i];
+    if (!*ret_busy)
+        return 1000;
+    return (v->gm->mig_compute_slices - mig_compute_used(v->gm, *ret_l, *ret_busy)) * 1000u /
+           v->gm->mig_compute_slices;
+}
+
+unsigned frag_idle(const NodeView *v)
+{
+    unsigned idle = 0;
+    for (unsigned i = 0; i < v->n; i++) {
+        bool is_mig;
+        uint8_t b;
+        const MigLayout *l;
+        idle += view_idle(v, i, &is_mig, &b, &l);
+    }
+    return idle;
+}
+
 /* Thousandths of a GPU one instance of profile p holds. */
 static unsigned profile_milli(const GpuModel *m, int p)
 {
@@ -162,10 +192,8 @@ static unsigned profile_milli(const GpuModel *m, int p)
 
 double frag_node(const FragMix *fm, const NodeView *v, bool host_aware)
 {
-    /* per GPU, once: its idle compute (a partitioned GPU with busy instances counts the
-     * compute outside them; an idle partitioned GPU counts whole, as MIG can be turned
-     * off), whether it is partitioned with busy instances, and its MIG summary (an
-     * unpartitioned free GPU summarises as empty) */
+    /* per GPU, once: its idle compute, whether it is partitioned with busy instances,
+     * and its MIG summary (an unpartitioned free GPU summarises as empty) */
     unsigned idle_gpu[NODE_MAX_GPUS], idle = 0;
     bool busy_mig[NODE_MAX_GPUS], carvable[NODE_MAX_GPUS];
     MigSummary sum[NODE_MAX_GPUS];
@@ -175,14 +203,9 @@ double frag_node(const FragMix *fm, const NodeView *v, bool host_aware)
     for (unsigned i = 0; i < v->n; i++) {
         const MigLayout *l;
         uint8_t b;
-        bool is_mig = view_mig(v, i, &l, &b);
+        bool is_mig;
+        idle_gpu[i] = view_idle(v, i, &is_mig, &b, &l);
         busy_mig[i] = is_mig && b;
-        if (is_mig)
-            idle_gpu[i] = b ? (v->gm->mig_compute_slices - mig_compute_used(v->gm, l, b)) * 1000u /
-                                  v->gm->mig_compute_slices
-                            : 1000;
-        else
-            idle_gpu[i] = v->left[i];
         idle += idle_gpu[i];
         carvable[i] = is_mig || idle_gpu[i] == 1000;
         if (any_mig_entry && carvable[i]) {

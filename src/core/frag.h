@@ -53,6 +53,7 @@ typedef struct NodeView {
     uint16_t left[NODE_MAX_GPUS]; /* free thousandths per GPU (shares / whole) */
     const Gpu *gpu;               /* the GPUs, for MIG geometry */
     const GpuModel *gm;
+    uint16_t taken; /* GPUs taken whole in this what-if (idle MIG ones included) */
     /* one GPU's MIG state replaced, for what-if scoring of a MIG placement */
     int mig_index; /* -1: none */
     MigLayout mig_layout;
@@ -69,7 +70,7 @@ void frag_view_take_mig(NodeView *v, const Request *r, unsigned index, int p, un
 /* Fragmented idle compute of the node against the mix, in thousandths of a GPU. */
 double frag_node(const FragMix *fm, const NodeView *v, bool host_aware);
 
-/* Idle compute of the node in thousandths. */
+/* Idle compute of the node in thousandths, counted as frag_node counts it. */
 unsigned frag_idle(const NodeView *v);
 
 /* The mix plus each node's fragmentation (FGD's and host-aware), cached while the

@@ -41,6 +41,18 @@ void mix_free(Mix *m)
     m->n = 0;
 }
 
+/* Thousandths of a GPU a worker asks for, on the model where it asks most. */
+static unsigned gpu_share_of(const Request *r)
+{
+    if (r->kind == REQ_GPUS)
+        return 1000;
+    unsigned most = 0;
+    for (unsigned k = 0; r->kind != REQ_NONE && k < CLUSTER_MAX_MODELS; k++)
+        if ((r->models & (1ull << k)) && r->share_milli[k] > most)
+            most = r->share_milli[k];
+    return most;
+}
+
 /* Heaviest first; ties by the key, descending, as the FGD simulator orders them. */
 static int typical_order(const void *a, const void *b)
 {
@@ -50,8 +62,7 @@ static int typical_order(const void *a, const void *b)
     const Request *p = &x->r, *q = &y->r;
     if (p->cpu_milli != q->cpu_milli)
         return p->cpu_milli > q->cpu_milli ? -1 : 1;
-    unsigned pm = p->kind == REQ_GPUS ? 1000 : p->kind == REQ_NONE ? 0 : p->share_milli[0];
-    unsigned qm = q->kind == REQ_GPUS ? 1000 : q->kind == REQ_NONE ? 0 : q->share_milli[0];
+    unsigned pm = gpu_share_of(p), qm = gpu_share_of(q);
     if (pm != qm)
         return pm > qm ? -1 : 1;
     if (p->gpus != q->gpus)

@@ -481,8 +481,9 @@ static int write_file(const char *dir, const char *name, const Buf *b, Buf *err)
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     if (!f) {
-        buf_printf(err, "%s: %s", path, strerror(errno));
-        return -errno;
+        int e = errno;
+        buf_printf(err, "%s: %s", path, strerror(e));
+        return -e;
     }
     fwrite(buf_str(b), 1, b->len, f);
     if (fclose(f) != 0) {
@@ -607,8 +608,9 @@ static void chart_svg(const SimReport *r, Buf *b)
 int report_write_dir(const SimReport *r, const char *dir, Buf *err)
 {
     if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-        buf_printf(err, "%s: %s", dir, strerror(errno));
-        return -errno;
+        int e = errno;
+        buf_printf(err, "%s: %s", dir, strerror(e));
+        return -e;
     }
     Buf b = {0};
     int rc;
