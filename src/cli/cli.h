@@ -6,3 +6,4 @@ int cmd_plan(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_policies(int argc, char **argv);
+int cmd_trace(int argc, char **argv);

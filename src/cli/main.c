@@ -13,6 +13,7 @@ static const struct {
     {"validate", cmd_validate, "check cluster and job files"},
     {"sim", cmd_sim, "replay a trace through the scheduler, policies side by side"},
     {"policies", cmd_policies, "list the placement policies"},
+    {"trace", cmd_trace, "generate a synthetic workload: trace gen --mix FILE"},
 };
 
 static void usage(FILE *out)
