@@ -95,9 +95,9 @@ static int parse_seeds(const char *s, uint64_t **ret, size_t *ret_n)
 static const char *const all_packing[] = {
     "gpuorch",     "fgd",    "best-fit",  "gpu-packing", "gpu-clustering",
     "dot-product", "random", "first-fit", "k8s-default"};
-static const char *const all_time[] = {"gpuorch",           "gpuorch+tiresias", "fgd",
-                                       "best-fit",          "first-fit",        "k8s-default",
-                                       "first-fit+tiresias"};
+static const char *const all_time[] = {"gpuorch",     "gpuorch+fifo",      "gpuorch+tiresias",
+                                       "fgd",         "best-fit",          "first-fit",
+                                       "k8s-default", "first-fit+tiresias"};
 
 static int parse_policies(const char *list, SimMode mode, SimPolicy **ret, size_t *ret_n, Buf *err)
 {
@@ -173,9 +173,11 @@ static void usage(FILE *f)
         "A-B]\n"
         "                   [--events FILE] [-o table|json] [--out DIR] [--compare "
         "FGD_SUMMARY.csv]\n"
-        "                   [--reconfig-delay DURATION] [--tune RATIO] [--threads N]\n\n"
+        "                   [--reconfig-delay DURATION] [--tune RATIO] [--threads N]\n"
+        "                   [--oracle-estimates] [--min-runtime D] [--half-life D] [--grace D]\n"
+        "                   [--guarantee-tolerance D]\n\n"
         "Replays a trace through the scheduling core. A policy is PLACEMENT[+ORDER]: a placement\n"
-        "policy ('gpuorch policies') and a queue order (fifo, tiresias, priority), e.g.\n"
+        "policy ('gpuorch policies') and a queue order (fifo, tiresias, priority, kube), e.g.\n"
         "best-fit+tiresias; 'tiresias' alone is gpuorch+tiresias; 'all' lists the usual set.\n"
         "--mode packing replays the FGD paper's protocol (pods never leave, demand tuned to\n"
         "--tune x capacity, default 1.3); time mode runs jobs for their durations. The default\n"
@@ -186,24 +188,45 @@ static void usage(FILE *f)
 int cmd_sim(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"cluster", required_argument, NULL, 'c'}, {"trace", required_argument, NULL, 't'},
-        {"format", required_argument, NULL, 'f'},  {"policy", required_argument, NULL, 'p'},
-        {"mode", required_argument, NULL, 'm'},    {"seed", required_argument, NULL, 's'},
-        {"seeds", required_argument, NULL, 'S'},   {"events", required_argument, NULL, 'e'},
-        {"output", required_argument, NULL, 'o'},  {"out", required_argument, NULL, 'O'},
-        {"compare", required_argument, NULL, 'C'}, {"reconfig-delay", required_argument, NULL, 'r'},
-        {"tune", required_argument, NULL, 'T'},    {"threads", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"cluster", required_argument, NULL, 'c'},
+        {"trace", required_argument, NULL, 't'},
+        {"format", required_argument, NULL, 'f'},
+        {"policy", required_argument, NULL, 'p'},
+        {"mode", required_argument, NULL, 'm'},
+        {"seed", required_argument, NULL, 's'},
+        {"seeds", required_argument, NULL, 'S'},
+        {"events", required_argument, NULL, 'e'},
+        {"output", required_argument, NULL, 'o'},
+        {"out", required_argument, NULL, 'O'},
+        {"compare", required_argument, NULL, 'C'},
+        {"reconfig-delay", required_argument, NULL, 'r'},
+        {"tune", required_argument, NULL, 'T'},
+        {"threads", required_argument, NULL, 'j'},
+        {"oracle-estimates", no_argument, NULL, 'E'},
+        {"min-runtime", required_argument, NULL, 'M'},
+        {"half-life", required_argument, NULL, 'H'},
+        {"grace", required_argument, NULL, 'G'},
+        {"guarantee-tolerance", required_argument, NULL, 'g'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *cluster_path = NULL, *trace_path = NULL, *policy_list = "all", *mode_s = NULL;
     const char *seeds_s = "42", *events_path = NULL, *format = "table", *out_dir = NULL;
     const char *compare_path = NULL;
     int trace_fmt = TRACE_AUTO;
-    SimOptions opt = {.reconfig_delay_ms = 10000, .tune_ratio = 1.3, .timeline_points = 600};
+    SimOptions opt = {.reconfig_delay_ms = 10000,
+                      .tune_ratio = 1.3,
+                      .timeline_points = 600,
+                      .min_runtime_ms = 5 * 60 * 1000,
+                      .half_life_ms = 60 * 60 * 1000,
+                      .grace_ms = 30 * 1000,
+                      .oom_after_ms = 30 * 1000,
+                      .guarantee_tolerance_ms = 2 * 60 * 1000};
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "c:t:f:p:m:s:S:e:o:O:C:r:T:j:h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "c:t:f:p:m:s:S:e:o:O:C:r:T:j:EM:H:G:g:h", opts, NULL)) !=
+           -1) {
         switch (o) {
         case 'c':
             cluster_path = optarg;
@@ -262,6 +285,23 @@ int cmd_sim(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'E':
+            opt.oracle_estimates = true;
+            break;
+        case 'M':
+        case 'H':
+        case 'G':
+        case 'g': {
+            int64_t *dst = o == 'M'   ? &opt.min_runtime_ms
+                           : o == 'H' ? &opt.half_life_ms
+                           : o == 'G' ? &opt.grace_ms
+                                      : &opt.guarantee_tolerance_ms;
+            if (parse_duration_ms(optarg, dst) < 0) {
+                fprintf(stderr, "gpuorch sim: not a duration: '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;

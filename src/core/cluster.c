@@ -508,6 +508,16 @@ void cluster_release_worker(Cluster *c, const WorkerAlloc *w)
     n->version++;
 }
 
+void cluster_set_draining(Cluster *c, uint32_t node, unsigned index, bool on)
+{
+    Node *n = &c->nodes[node];
+    Gpu *g = node_gpu(c, n, index);
+    if (g->draining != on) {
+        g->draining = on;
+        n->version++;
+    }
+}
+
 void cluster_set_schedulable(Cluster *c, uint32_t node, bool on)
 {
     Node *n = &c->nodes[node];
@@ -538,6 +548,7 @@ int cluster_set_mig(Cluster *c, uint32_t node, unsigned index, const MigLayout *
         n->idle_mig++;
     } else if (g->mode == GPU_MIG && off) {
         g->mode = GPU_WHOLE;
+        g->draining = false;
         n->idle_mig--;
         n->free_whole++;
     }

@@ -33,6 +33,7 @@ typedef enum GpuMode {
 typedef struct Gpu {
     uint8_t mode;        /* GpuMode */
     uint8_t mig_busy;    /* start-slot mask of allocated MIG instances */
+    bool draining;       /* partitioned GPU taking no new slices, to come back whole */
     uint16_t n_clients;  /* shares on a GPU_SHARED GPU */
     uint32_t used_units; /* allocated compute, in GPU_UNITS (0..GPU_UNITS) */
     MigLayout mig;
@@ -191,6 +192,9 @@ void cluster_release_worker(Cluster *c, const WorkerAlloc *w);
 /* Drain (false) or reopen (true) a node. Node fields change only through cluster_*
  * functions, which bump the node's version so cached scores notice. */
 void cluster_set_schedulable(Cluster *c, uint32_t node, bool on);
+
+/* Drain a partitioned GPU (no new slices or shares) or take the drain off. */
+void cluster_set_draining(Cluster *c, uint32_t node, unsigned index, bool on);
 
 /* Change a GPU's MIG layout (MIG_NONE everywhere turns MIG off). Allocated instances
  * must survive. -EBUSY when they would not, -EINVAL for an invalid layout. */

@@ -105,7 +105,8 @@ static unsigned gpu_cap(const Cluster *c, const Node *n, const Request *r, unsig
         int p = r->mig_profile[n->model];
         for (unsigned i = 0; i < n->n_gpus && total < limit; i++) {
             const Gpu *g = node_gpu_c(c, n, i);
-            if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units))
+            if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units) ||
+                (g->draining && g->mig_busy))
                 continue;
             total += mig_max_addable(m, &g->mig, g->mig_busy, p);
         }
@@ -221,7 +222,8 @@ static void default_pick_mig(const Cluster *c, const Node *n, int p, SlicePick *
     uint32_t best_used = 0;
     for (unsigned i = 0; i < n->n_gpus; i++) {
         const Gpu *g = node_gpu_c(c, n, i);
-        if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units))
+        if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units) ||
+            (g->draining && g->mig_busy))
             continue;
         uint8_t reuse = 0;
         for (int s = 0; s < MIG_MAX_SLOTS; s++)
@@ -400,6 +402,8 @@ static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, cons
     for (size_t i = 0; i < c->n_nodes; i++) {
         uint32_t node = order_at(ctx, i);
         double s;
+        if (ctx->blocked && ctx->blocked[node])
+            continue;
         if (allowed) {
             if (!allowed[node] || !cap[node])
                 continue;
@@ -630,7 +634,8 @@ static int place_gang(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *pl
 {
     uint32_t W = r->workers;
     for (size_t i = 0; i < c->n_nodes; i++)
-        ctx->cap[i] = place_node_capacity(ctx, c, (uint32_t)i, r, W);
+        ctx->cap[i] =
+            ctx->blocked && ctx->blocked[i] ? 0 : place_node_capacity(ctx, c, (uint32_t)i, r, W);
     uint8_t *allowed = malloc(c->n_nodes ? c->n_nodes : 1);
     if (!allowed)
         return -ENOMEM;

@@ -68,10 +68,11 @@ typedef struct ScoreCache {
 
 struct PlaceCtx {
     const Policy *policy;
-    Rng *rng;              /* the seeded stream random choices draw from */
-    const uint32_t *order; /* node order for ties; NULL = index order */
-    const Mix *mix;        /* expected request mix; NULL = unknown */
-    ScoreCache *cache;     /* optional */
+    Rng *rng;               /* the seeded stream random choices draw from */
+    const uint32_t *order;  /* node order for ties; NULL = index order */
+    const Mix *mix;         /* expected request mix; NULL = unknown */
+    ScoreCache *cache;      /* optional */
+    const uint8_t *blocked; /* optional: nodes this placement may not use (reservations) */
     void *policy_state;
     /* normalisers some peers' scores use: the largest node's CPU and GPU count */
     double max_cpu_milli, max_gpus;

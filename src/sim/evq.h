@@ -7,10 +7,14 @@
 #include <stdint.h>
 
 typedef enum EventKind {
-    EV_FINISH,       /* a job's workers complete (frees capacity first) */
+    EV_FINISH,       /* a job's work is done (frees capacity first) */
+    EV_STOPPED,      /* a preempted job's grace is over: its GPUs are free */
+    EV_OOM,          /* a job ran out of GPU memory */
+    EV_CHECKPOINT,   /* a job starts a periodic checkpoint */
+    EV_CKPT_DONE,    /* it finished the checkpoint */
     EV_RECONFIGURED, /* a MIG reconfiguration finished */
     EV_ARRIVAL,      /* a job is submitted */
-    EV_SCHEDULE,     /* a scheduling cycle */
+    EV_SCHEDULE,     /* a wake-up for the scheduler (Tiresias demotion, a reservation) */
     EV_SAMPLE,       /* a metrics sample */
 } EventKind;
 

@@ -267,6 +267,16 @@ static void json_group(Buf *b, const SimReport *r, size_t pi, bool team, size_t 
     render_num(b, cap_s > 0 ? 100.0 * alloc / cap_s : 0, 2);
     buf_puts(b, ", \"gpu_hours\": ");
     render_num(b, alloc / 3600.0, 2);
+    if (team) {
+        double g = group_mean(r, pi, team, gi, offsetof(GroupResult, guaranteed_gpus), false);
+        double met = group_mean(r, pi, team, gi, offsetof(GroupResult, guarantee_met_pct), false);
+        if (!isnan(g)) {
+            buf_puts(b, ", \"guaranteed_gpus\": ");
+            render_num(b, g, 2);
+            buf_puts(b, ", \"guarantee_met_pct\": ");
+            render_num(b, met, 2);
+        }
+    }
     const char *keys[] = {"queue_delay_s", "jct_s"};
     size_t offs[] = {offsetof(GroupResult, queue_delay_s), offsetof(GroupResult, jct_s)};
     for (size_t k = 0; k < 2; k++) {
@@ -296,6 +306,12 @@ static void json_time(Buf *b, const SimReport *r, size_t pi, double gpus)
     json_agg(b, "preemptions", aggregate(r, pi, m_time_size, TOFF(preemptions)), 1, false);
     json_agg(b, "reconfigurations", aggregate(r, pi, m_time_size, TOFF(reconfigurations)), 1,
              false);
+    json_agg(b, "lost_gpu_hours", aggregate(r, pi, m_time_double, TOFF(lost_gpu_hours)), 2, std);
+    json_agg(b, "checkpoint_gpu_hours", aggregate(r, pi, m_time_double, TOFF(checkpoint_gpu_hours)),
+             2, false);
+    json_agg(b, "oom_failures", aggregate(r, pi, m_time_size, TOFF(oom_failures)), 1, false);
+    json_agg(b, "oom_repeats", aggregate(r, pi, m_time_size, TOFF(oom_repeats)), 1, false);
+    json_agg(b, "drains", aggregate(r, pi, m_time_size, TOFF(drains)), 1, false);
     double cap_s = gpus * aggregate(r, pi, m_time_double, TOFF(makespan_s)).mean;
     buf_puts(b, ", \"by_priority\": {");
     bool first = true;
@@ -404,7 +420,7 @@ static void table_time(const SimReport *r, Buf *t)
 {
     bool std = r->n_seeds > 1;
     buf_puts(t, "POLICY\tUTIL%\tALLOC%\tWAIT mean/p50/p95/p99 (s)\tJCT mean/p95 (s)\t"
-                "MAKESPAN (h)\tDONE\tJOBS/H\tPREEMPT\tNEVER\n");
+                "MAKESPAN (h)\tDONE\tJOBS/H\tPREEMPT\tLOST GPU-h\tOOM\tNEVER\n");
     for (size_t pi = 0; pi < r->n_policies; pi++) {
         const SimReport *rp = r;
         buf_puts(t, r->policies[pi].name);
@@ -423,17 +439,20 @@ static void table_time(const SimReport *r, Buf *t)
         buf_printf(t, "\t%.0f", aggregate(rp, pi, m_time_size, TOFF(finished)).mean);
         buf_printf(t, "\t%.1f", aggregate(rp, pi, m_time_double, TOFF(jobs_per_hour)).mean);
         buf_printf(t, "\t%.0f", aggregate(rp, pi, m_time_size, TOFF(preemptions)).mean);
+        buf_printf(t, "\t%.1f", aggregate(rp, pi, m_time_double, TOFF(lost_gpu_hours)).mean);
+        buf_printf(t, "\t%.0f", aggregate(rp, pi, m_time_size, TOFF(oom_failures)).mean);
         buf_printf(t, "\t%.0f\n", aggregate(rp, pi, m_time_size, TOFF(never_placed)).mean);
     }
 }
 
-/* Utilisation by team: a row per team, a column per policy. */
+/* Utilisation by team: a row per team, a column per policy; for the teams of the
+ * cluster spec, the share of the run their guarantee was met. */
 static void table_teams(const SimReport *r, Buf *t)
 {
     const TimeResult *t0 = &r->runs[0].time;
     if (t0->n_teams < 2)
         return;
-    buf_puts(t, "TEAM (utilisation %, jobs done)");
+    buf_puts(t, "TEAM (util %, jobs done, guarantee met %)");
     for (size_t pi = 0; pi < r->n_policies; pi++)
         buf_printf(t, "\t%s", r->policies[pi].name);
     buf_putc(t, '\n');
@@ -443,7 +462,11 @@ static void table_teams(const SimReport *r, Buf *t)
             double cap_s = r->gpus * aggregate(r, pi, m_time_double, TOFF(makespan_s)).mean;
             double busy = group_mean(r, pi, true, gi, offsetof(GroupResult, busy_gpu_s), false);
             double done = group_mean(r, pi, true, gi, offsetof(GroupResult, finished), true);
+            double met =
+                group_mean(r, pi, true, gi, offsetof(GroupResult, guarantee_met_pct), false);
             buf_printf(t, "\t%.1f%%  %.0f", cap_s > 0 ? 100 * busy / cap_s : 0, done);
+            if (!isnan(met))
+                buf_printf(t, "  %.1f%%", met);
         }
         buf_putc(t, '\n');
     }

@@ -7,6 +7,7 @@
 
 #include "core/cluster.h"
 #include "core/place.h"
+#include "core/sched.h"
 #include "spec/spec.h"
 #include "util/buf.h"
 
@@ -24,9 +25,10 @@ typedef enum TraceFormat {
 } TraceFormat;
 
 typedef enum QueueOrder {
-    ORDER_FIFO,     /* by submission */
+    ORDER_FIFO,     /* by submission, no preemption */
     ORDER_TIRESIAS, /* two-dimensional least attained service, preemptive */
-    ORDER_PRIORITY, /* priority class, then submission (gpuorch) */
+    ORDER_PRIORITY, /* gpuorch: class, fair share, age; quotas, backfill, preemption */
+    ORDER_KUBE,     /* kube-scheduler: priority then age, priority preemption */
 } QueueOrder;
 
 /* One entry of --policy: a placement policy and a queue order ("best-fit+tiresias"). */
@@ -34,6 +36,7 @@ typedef struct SimPolicy {
     char name[64];
     const Policy *place;
     QueueOrder order;
+    SchedConfig sched; /* what the order means for the core scheduler */
 } SimPolicy;
 
 /* Read a trace into jobs (names, requests, submit and duration). */
@@ -42,14 +45,22 @@ const char *trace_format_name(TraceFormat f);
 int trace_format_from_name(const char *s);
 
 int sim_policy_parse(const char *s, SimPolicy *ret, Buf *err);
+/* The core scheduler's configuration a queue order stands for. */
+void sched_config_for(QueueOrder o, SchedConfig *ret);
 const char *queue_order_name(QueueOrder o);
 
 typedef struct SimOptions {
     SimMode mode;
-    int64_t reconfig_delay_ms; /* MIG reconfiguration takes this long (default 10 s) */
-    double tune_ratio;         /* packing: arrived demand to reach, of capacity (1.3) */
-    bool events;               /* collect the per-run event log (JSON lines) */
-    size_t timeline_points;    /* time mode: samples kept for the timeline (default 600) */
+    int64_t reconfig_delay_ms;      /* MIG reconfiguration takes this long (default 10 s) */
+    bool oracle_estimates;          /* hand the scheduler true durations as estimates */
+    int64_t min_runtime_ms;         /* before a job may be preempted (default 5 min) */
+    int64_t half_life_ms;           /* fair-share decay (default 1 h) */
+    int64_t grace_ms;               /* a preempted job's grace when its spec gives none (30 s) */
+    int64_t oom_after_ms;           /* a job too big for its slice fails this long after start */
+    int64_t guarantee_tolerance_ms; /* in-guarantee work may wait this long (2 min) */
+    double tune_ratio;              /* packing: arrived demand to reach, of capacity (1.3) */
+    bool events;                    /* collect the per-run event log (JSON lines) */
+    size_t timeline_points;         /* time mode: samples kept for the timeline (default 600) */
 } SimOptions;
 
 /* ---- packing mode (the FGD protocol) ---- */
@@ -79,6 +90,10 @@ typedef struct GroupResult {
     Dist queue_delay_s, jct_s;
     size_t finished;
     double busy_gpu_s, alloc_gpu_s; /* GPU-equivalent seconds */
+    /* teams of the cluster spec: their guarantee, and the share of the run it was met
+     * (no in-guarantee work of the team waited past the tolerance); NaN otherwise */
+    double guaranteed_gpus;
+    double guarantee_met_pct;
 } GroupResult;
 
 typedef struct TimelinePoint {
@@ -92,6 +107,9 @@ typedef struct TimeResult {
     Dist queue_delay_s, jct_s;
     double makespan_s, jobs_per_hour;
     size_t submitted, finished, never_placed, unschedulable, preemptions, reconfigurations;
+    size_t oom_failures, oom_repeats, drains;
+    double lost_gpu_hours;       /* work lost to preemption (since the last checkpoint) */
+    double checkpoint_gpu_hours; /* GPUs held while checkpointing */
     GroupResult by_priority[PRIO_COUNT];
     GroupResult *by_team;
     size_t n_teams;

@@ -1,6 +1,8 @@
 /* simpolicy.c: what --policy names: "PLACEMENT[+ORDER]". A bare queue order
- * ("fifo", "tiresias") places with gpuorch; a bare placement policy queues FIFO,
- * except gpuorch, which orders by priority class. */
+ * ("fifo", "tiresias") places with gpuorch; a bare placement policy comes with its own
+ * scheduler: gpuorch with priority (classes, fair share, quotas, backfill,
+ * quota-aware preemption), k8s-default with kube (priority then age, priority
+ * preemption), the others FIFO. */
 #include "sim/sim.h"
 #include "util/macro.h"
 
@@ -8,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-static const char *const order_names[] = {"fifo", "tiresias", "priority"};
+static const char *const order_names[] = {"fifo", "tiresias", "priority", "kube"};
 
 const char *queue_order_name(QueueOrder o)
 {
@@ -21,6 +23,34 @@ static int order_from_name(const char *s)
         if (!strcasecmp(s, order_names[i]))
             return (int)i;
     return -1;
+}
+
+void sched_config_for(QueueOrder o, SchedConfig *ret)
+{
+    SchedConfig c;
+    sched_config_gpuorch(&c);
+    switch (o) {
+    case ORDER_PRIORITY:
+        break;
+    case ORDER_FIFO:
+        /* arrival order, nothing preempted, no quotas, no reservations */
+        c.order = SCHED_ORDER_FIFO;
+        c.preempt = SCHED_PREEMPT_NONE;
+        c.fair_share = c.quotas = c.backfill = c.drain = false;
+        break;
+    case ORDER_TIRESIAS:
+        c.order = SCHED_ORDER_TIRESIAS;
+        c.preempt = SCHED_PREEMPT_TIRESIAS;
+        c.fair_share = c.quotas = c.backfill = c.drain = false;
+        break;
+    case ORDER_KUBE:
+        /* kube-scheduler: priority then age; preempt any lower priority; no quotas */
+        c.order = SCHED_ORDER_PRIORITY;
+        c.preempt = SCHED_PREEMPT_PRIORITY;
+        c.fair_share = c.quotas = c.backfill = c.drain = false;
+        break;
+    }
+    *ret = c;
 }
 
 int sim_policy_parse(const char *s, SimPolicy *ret, Buf *err)
@@ -51,14 +81,19 @@ int sim_policy_parse(const char *s, SimPolicy *ret, Buf *err)
         if (plus) {
             o = order_from_name(order);
             if (o < 0) {
-                buf_printf(err, "unknown queue order '%s' (fifo, tiresias or priority)", order);
+                buf_printf(err, "unknown queue order '%s' (fifo, tiresias, priority or kube)",
+                           order);
                 return -1;
             }
             p.order = (QueueOrder)o;
         } else {
-            p.order = !strcmp(p.place->name, "gpuorch") ? ORDER_PRIORITY : ORDER_FIFO;
+            /* each placement with the scheduler it comes with */
+            p.order = !strcmp(p.place->name, "gpuorch")       ? ORDER_PRIORITY
+                      : !strcmp(p.place->name, "k8s-default") ? ORDER_KUBE
+                                                              : ORDER_FIFO;
         }
     }
+    sched_config_for(p.order, &p.sched);
     snprintf(p.name, sizeof(p.name), "%s", s);
     *ret = p;
     return 0;

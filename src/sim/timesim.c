@@ -1,14 +1,22 @@
-/* timesim.c: time mode. Jobs arrive at their submit time, wait in a queue ordered by
- * the run's queue order (FIFO, priority, or Tiresias' two-dimensional least attained
- * service), are placed by the run's placement policy, and run for their duration;
- * a placement that re-carves MIG starts only after the reconfiguration delay. A
- * training or batch job given less compute than it uses (its `busy` times the GPUs it
- * asked) runs proportionally slower. Scheduling passes run whenever something changed
- * at an event time; the clock is simulated, so a run is deterministic.
+/* timesim.c: time mode. Jobs arrive at their submit time and join the core scheduler's
+ * queue; after the events of each moment the scheduler runs one cycle (sched.h) and the
+ * simulator carries out its decisions on simulated time:
+ *  - a start that re-carves MIG begins after the reconfiguration delay;
+ *  - a running job makes progress at its speed (a training or batch job given less
+ *    compute than it uses, busy x GPUs asked, runs proportionally slower) and stops for
+ *    its checkpoint cost at each checkpoint interval;
+ *  - a preempted job checkpoints within its grace when its checkpoint cost allows
+ *    (losing nothing), or is killed at the end of its grace, losing the work since its
+ *    last checkpoint; either way it holds its GPUs until then and is queued again;
+ *  - a job whose true peak GPU memory exceeds what it was given runs out of memory
+ *    shortly after it starts: the simulator records the peak with the core (learn.h),
+ *    which sizes this job and every later job of its class from it.
+ * The scheduler is never told a job's true duration unless --oracle-estimates.
  *
- * Measured use of a running job is min(busy x GPUs asked, GPU-equivalents given);
- * utilisation is its time integral over capacity x makespan, allocation the same for
- * what is allocated (including GPUs held by a gang that has not started). */
+ * Measured use of a running job is min(busy x GPUs asked, GPU-equivalents given), and
+ * nothing while it checkpoints or stops; utilisation is its integral over capacity x
+ * makespan, allocation the same for what is held. */
+#include "core/learn.h"
 #include "sim/evlog.h"
 #include "sim/evq.h"
 #include "sim/sim.h"
@@ -19,34 +27,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Tiresias: two queues split at 16 GPU-hours of attained service, FIFO inside a queue
- * (the setting AdaptDL's artifact uses for the same Philly table). */
-#define TIRESIAS_THRESHOLD_GPU_MS (16.0 * 3600 * 1000)
-
-typedef enum JobState {
-    JS_FUTURE,  /* not submitted yet */
-    JS_WAITING, /* in the queue (possibly holding part of a gang under no-gang policies) */
-    JS_BINDING, /* placed; MIG reconfiguration in flight */
-    JS_RUNNING,
-    JS_DONE,
-    JS_NEVER, /* unschedulable on this cluster */
-} JobState;
+typedef enum Phase {
+    PH_FUTURE,        /* not submitted yet */
+    PH_WAITING,       /* in the queue */
+    PH_BINDING,       /* placed; MIG reconfiguration in flight */
+    PH_RUNNING,       /* making progress */
+    PH_CHECKPOINTING, /* a periodic checkpoint: no progress */
+    PH_STOPPING,      /* preempted: checkpointing or in its grace */
+    PH_DONE,
+    PH_NEVER, /* unschedulable on this cluster */
+} Phase;
 
 typedef struct SimJob {
-    uint8_t state;
-    uint64_t epoch; /* bumped when a posted event about the job becomes stale */
-    int64_t submit_ms;
-    double work_ms; /* remaining work at full speed */
-    double speed;   /* work per simulated ms while running */
-    int64_t run_since_ms;
-    int64_t first_start_ms;
-    int64_t finish_ms;
-    double busy_eq, alloc_eq; /* GPU-equivalents used and held now */
-    double attained_gpu_ms;   /* Tiresias: GPUs x time run, past runs */
-    int64_t ran_ms;           /* time spent running, past runs */
+    SchedJob sj; /* sj.id is the job's index */
+    uint8_t phase;
+    uint64_t epoch;   /* bumped when a posted event about the job becomes stale */
+    double work_ms;   /* total work at full speed */
+    double done_ms;   /* work done */
+    double saved_ms;  /* work a resume starts from (the last checkpoint) */
+    double speed;     /* work per simulated ms while running */
+    int64_t since_ms; /* when the current phase began */
+    int64_t hold_since_ms;
+    int64_t first_start_ms, finish_ms, wait_since_ms;
+    int64_t held_ms; /* time holding GPUs while running, checkpointing or stopping */
+    double busy_eq, alloc_eq;
     double gpus_asked;
-    uint32_t workers_placed;
-    Placement pl;
+    double attained_base; /* GPU ms run before the current run */
+    int64_t ckpt_interval_ms, ckpt_cost_ms;
+    int64_t estimate_total_ms;
+    uint32_t team;
 } SimJob;
 
 typedef struct Sample {
@@ -61,34 +70,32 @@ typedef struct TimeSim {
     Cluster *c;
     PlaceCtx ctx;
     ScoreCache cache;
+    Sched sched;
+    Learn learn;
     Rng rng;
     EventQueue q;
     SimJob *jobs;
     size_t n_jobs;
     EvLog ev;
-    /* the queue: waiting job indices in queue order */
-    uint32_t *wait;
-    size_t n_wait, wait_cap;
-    /* running (or binding) jobs, for Tiresias' preemption */
-    uint32_t *run;
-    size_t n_run, run_cap;
-    /* current totals and their integrals */
-    int64_t now_ms, last_ms, t0_ms;
+    uint32_t *holding; /* jobs holding GPUs (binding, running, checkpointing, stopping) */
+    size_t n_holding, holding_cap;
+    SchedJob **ptrs;
+    size_t ptrs_cap;
+    SchedDecisions dec;
+    int64_t now_ms, last_ms, t0_ms, next_wake_ms;
+    int64_t end_ms; /* the last moment something changed */
     double busy, alloc, busy_area, alloc_area;
-    double *team_busy, *team_alloc, *team_busy_area, *team_alloc_area;
+    double *team_busy, *team_alloc, *team_busy_area, *team_alloc_area, *team_unmet_ms;
+    bool *team_unmet;
     double prio_busy[PRIO_COUNT], prio_alloc[PRIO_COUNT];
     double prio_busy_area[PRIO_COUNT], prio_alloc_area[PRIO_COUNT];
     size_t running;
     Sample *samples;
     size_t n_samples, samples_cap;
-    /* per-pass memo: the fewest workers of a shape that failed to place */
-    uint32_t *failed_workers;
-    uint64_t *failed_pass;
-    uint64_t pass;
-    size_t preemptions, reconfigurations;
-    Placement scratch;
-    Buf why;
-    bool dirty; /* something changed: run a scheduling pass */
+    size_t preemptions, reconfigurations, ooms, oom_repeats, drains;
+    double lost_gpu_ms, ckpt_gpu_ms;
+    bool dirty;
+    uint64_t changes; /* bumped by every event that changes something */
 } TimeSim;
 
 static const JobSpec *spec_of(const TimeSim *s, uint32_t j)
@@ -107,6 +114,8 @@ static void integrate(TimeSim *s, int64_t t)
         for (size_t i = 0; i < s->in->prep.n_teams; i++) {
             s->team_busy_area[i] += s->team_busy[i] * dt;
             s->team_alloc_area[i] += s->team_alloc[i] * dt;
+            if (s->team_unmet[i])
+                s->team_unmet_ms[i] += dt;
         }
         for (int p = 0; p < PRIO_COUNT; p++) {
             s->prio_busy_area[p] += s->prio_busy[p] * dt;
@@ -125,12 +134,12 @@ static int sample(TimeSim *s)
     s->samples[s->n_samples++] = (Sample){.t_ms = s->now_ms,
                                           .busy = s->busy,
                                           .alloc = s->alloc,
-                                          .queued = (uint32_t)s->n_wait,
+                                          .queued = (uint32_t)sched_queue_len(&s->sched),
                                           .running = (uint32_t)s->running};
     return 0;
 }
 
-/* Add (sign +1) or remove (-1) a job's held and used compute from the totals. */
+/* Add (+1) or remove (-1) a job's held and used compute from the totals. */
 static void account(TimeSim *s, uint32_t j, double sign, bool busy_too)
 {
     SimJob *sj = &s->jobs[j];
@@ -146,66 +155,7 @@ static void account(TimeSim *s, uint32_t j, double sign, bool busy_too)
     }
 }
 
-/* ---- the queue ---- */
-
-static bool before(const TimeSim *s, uint32_t a, uint32_t b)
-{
-    const SimJob *x = &s->jobs[a], *y = &s->jobs[b];
-    switch (s->sp->order) {
-    case ORDER_PRIORITY: {
-        unsigned pa = spec_of(s, a)->priority, pb = spec_of(s, b)->priority;
-        if (pa != pb)
-            return pa < pb;
-        break;
-    }
-    case ORDER_TIRESIAS: {
-        bool qa = x->attained_gpu_ms >= TIRESIAS_THRESHOLD_GPU_MS;
-        bool qb = y->attained_gpu_ms >= TIRESIAS_THRESHOLD_GPU_MS;
-        if (qa != qb)
-            return !qa;
-        break;
-    }
-    case ORDER_FIFO:
-        break;
-    }
-    if (x->submit_ms != y->submit_ms)
-        return x->submit_ms < y->submit_ms;
-    return a < b;
-}
-
-/* Insert keeping queue order (binary search: arrivals mostly append). */
-static int enqueue(TimeSim *s, uint32_t j)
-{
-    if (GROW(s->wait, s->wait_cap, s->n_wait + 1) < 0)
-        return -ENOMEM;
-    size_t lo = 0, hi = s->n_wait;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (before(s, s->wait[mid], j))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    memmove(&s->wait[lo + 1], &s->wait[lo], (s->n_wait - lo) * sizeof(*s->wait));
-    s->wait[lo] = j;
-    s->n_wait++;
-    s->jobs[j].state = JS_WAITING;
-    return 0;
-}
-
-static void remove_at(uint32_t *arr, size_t *n, uint32_t j)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (arr[i] == j) {
-            memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof(*arr));
-            (*n)--;
-            return;
-        }
-}
-
-/* ---- job lifecycle ---- */
-
-static double total_units_eq(const Cluster *c, const Placement *pl)
+static double placement_eq(const Cluster *c, const Placement *pl)
 {
     uint64_t u = 0;
     for (size_t w = 0; w < pl->n_workers; w++)
@@ -213,12 +163,83 @@ static double total_units_eq(const Cluster *c, const Placement *pl)
     return (double)u / GPU_UNITS;
 }
 
-static void start(TimeSim *s, uint32_t j)
+static int hold(TimeSim *s, uint32_t j)
+{
+    if (GROW(s->holding, s->holding_cap, s->n_holding + 1) < 0)
+        return -ENOMEM;
+    s->holding[s->n_holding++] = j;
+    s->jobs[j].hold_since_ms = s->now_ms;
+    return 0;
+}
+
+static void unhold(TimeSim *s, uint32_t j)
+{
+    for (size_t i = 0; i < s->n_holding; i++)
+        if (s->holding[i] == j) {
+            s->holding[i] = s->holding[--s->n_holding];
+            return;
+        }
+}
+
+/* ---- progress ---- */
+
+/* Count the progress of a running job up to now. */
+static void advance(TimeSim *s, SimJob *sj)
+{
+    if (sj->phase == PH_RUNNING) {
+        double ran = (double)(s->now_ms - sj->since_ms);
+        sj->done_ms = MIN(sj->work_ms, sj->done_ms + ran * sj->speed);
+    }
+    if (sj->phase == PH_CHECKPOINTING)
+        s->ckpt_gpu_ms += sj->alloc_eq * (double)(s->now_ms - sj->since_ms);
+    sj->since_ms = s->now_ms;
+}
+
+/* Post the running job's next event: its finish or its next checkpoint. */
+static int next_event(TimeSim *s, uint32_t j)
+{
+    SimJob *sj = &s->jobs[j];
+    sj->epoch++;
+    double left = sj->work_ms - sj->done_ms;
+    int64_t end = s->now_ms + (int64_t)ceil(left / sj->speed);
+    if (sj->ckpt_interval_ms > 0) {
+        int64_t ck = sj->sj.last_checkpoint_ms + sj->ckpt_interval_ms;
+        if (ck < s->now_ms)
+            ck = s->now_ms;
+        if (ck < end)
+            return evq_push(&s->q, ck, EV_CHECKPOINT, j, sj->epoch);
+    }
+    return evq_push(&s->q, end, EV_FINISH, j, sj->epoch);
+}
+
+/* GPU memory each worker was given (the least over its GPUs' grants). */
+static uint64_t granted_mib(const Cluster *c, const Placement *pl)
+{
+    uint64_t least = UINT64_MAX;
+    for (size_t w = 0; w < pl->n_workers; w++) {
+        const WorkerAlloc *wa = &pl->workers[w];
+        const GpuModel *m = node_model(c, &c->nodes[wa->node]);
+        uint64_t mib = 0;
+        for (unsigned g = 0; g < wa->n_grants; g++) {
+            const Grant *gr = &wa->grants[g];
+            if (gr->kind == GRANT_WHOLE)
+                mib += m->memory_mib;
+            else if (gr->kind == GRANT_MIG)
+                mib += m->profiles[gr->mig_profile].memory_mib;
+            else
+                mib += (uint64_t)m->memory_mib * gr->milli / 1000;
+        }
+        if (wa->n_grants && mib < least)
+            least = mib;
+    }
+    return least;
+}
+
+static int start_run(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
     const JobSpec *spec = spec_of(s, j);
-    account(s, j, -1, false);
-    sj->alloc_eq = total_units_eq(s->c, &sj->pl);
+    sj->alloc_eq = placement_eq(s->c, &sj->sj.pl);
     double demand =
         spec->busy_milli == BUSY_ALL ? INFINITY : spec->busy_milli / 1000.0 * sj->gpus_asked;
     sj->busy_eq = MIN(demand, sj->alloc_eq);
@@ -227,246 +248,353 @@ static void start(TimeSim *s, uint32_t j)
         sj->alloc_eq < demand && demand > 0)
         sj->speed = sj->alloc_eq / demand;
     account(s, j, +1, true);
-    sj->state = JS_RUNNING;
-    sj->run_since_ms = s->now_ms;
+    sj->phase = PH_RUNNING;
+    sj->since_ms = s->now_ms;
+    sj->hold_since_ms = s->now_ms;
+    sj->sj.run_start_ms = s->now_ms;
+    sj->sj.last_checkpoint_ms = s->now_ms;
     if (sj->first_start_ms < 0)
         sj->first_start_ms = s->now_ms;
     s->running++;
-    evlog_workers(&s->ev, s->c, s->now_ms, "start", spec->name, &sj->pl);
-    int64_t end = s->now_ms + (int64_t)ceil(sj->work_ms / sj->speed);
-    sj->epoch++;
-    evq_push(&s->q, end, EV_FINISH, j, sj->epoch);
-    if (s->sp->order == ORDER_TIRESIAS && sj->attained_gpu_ms < TIRESIAS_THRESHOLD_GPU_MS &&
-        sj->gpus_asked > 0) {
-        /* wake the scheduler when the job drops to the lower queue */
-        double ms = (TIRESIAS_THRESHOLD_GPU_MS - sj->attained_gpu_ms) / sj->gpus_asked;
-        if (s->now_ms + ms < end)
-            evq_push(&s->q, s->now_ms + (int64_t)ceil(ms), EV_SCHEDULE, j, sj->epoch);
+    evlog_workers(&s->ev, s->c, s->now_ms, "start", spec->name, &sj->sj.pl);
+    /* too big for what it got: it runs out of memory as it loads */
+    if (spec->peak_memory_mib && spec->peak_memory_mib > granted_mib(s->c, &sj->sj.pl)) {
+        sj->epoch++;
+        int64_t at = s->now_ms + MIN(s->in->opt.oom_after_ms,
+                                     (int64_t)ceil((sj->work_ms - sj->done_ms) / sj->speed));
+        return evq_push(&s->q, at, EV_OOM, j, sj->epoch);
     }
+    int err = next_event(s, j);
+    if (!err && s->sp->sched.order == SCHED_ORDER_TIRESIAS && sj->gpus_asked > 0) {
+        /* wake the scheduler when the job drops to the lower queue */
+        double thr = s->sp->sched.tiresias_threshold_gpu_ms, at = sj->attained_base;
+        if (at < thr)
+            err = evq_push(&s->q, s->now_ms + (int64_t)ceil((thr - at) / sj->gpus_asked),
+                           EV_SCHEDULE, j, sj->epoch);
+    }
+    return err;
 }
 
-/* The job's workers are all placed: start now, or after the MIG reconfiguration. */
+/* The scheduler placed job j: start now, or after the MIG reconfiguration. */
 static int bind(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
-    if (GROW(s->run, s->run_cap, s->n_run + 1) < 0)
-        return -ENOMEM;
-    s->run[s->n_run++] = j;
-    if (sj->pl.n_changes) {
-        s->reconfigurations += sj->pl.n_changes;
-        evlog_reconfig(&s->ev, s->c, s->now_ms, spec_of(s, j)->name, &sj->pl);
-        sj->state = JS_BINDING;
+    int err = hold(s, j);
+    if (err)
+        return err;
+    if (sj->alloc_eq > 0) {
+        /* it held part of a gang while waiting (no-gang policies): recount it whole */
+        account(s, j, -1, false);
+        sj->alloc_eq = 0;
+    }
+    if (sj->sj.pl.n_changes) {
+        s->reconfigurations += sj->sj.pl.n_changes;
+        evlog_reconfig(&s->ev, s->c, s->now_ms, spec_of(s, j)->name, &sj->sj.pl);
+        sj->alloc_eq = placement_eq(s->c, &sj->sj.pl);
+        account(s, j, +1, false);
+        sj->phase = PH_BINDING;
         sj->epoch++;
         return evq_push(&s->q, s->now_ms + s->in->opt.reconfig_delay_ms, EV_RECONFIGURED, j,
                         sj->epoch);
     }
-    start(s, j);
+    return start_run(s, j);
+}
+
+/* Take a job off the GPUs: what it held is released in the core. */
+static void take_off(TimeSim *s, uint32_t j)
+{
+    SimJob *sj = &s->jobs[j];
+    bool productive = sj->phase == PH_RUNNING;
+    if (sj->phase == PH_RUNNING || sj->phase == PH_CHECKPOINTING || sj->phase == PH_STOPPING)
+        sj->held_ms += s->now_ms - sj->hold_since_ms;
+    if (sj->phase == PH_RUNNING || sj->phase == PH_CHECKPOINTING)
+        s->running--;
+    account(s, j, -1, productive);
+    sj->attained_base += (double)(s->now_ms - sj->sj.run_start_ms) * sj->gpus_asked;
+    sj->alloc_eq = sj->busy_eq = 0;
+    sched_release(&s->sched, &sj->sj);
+    unhold(s, j);
+    sj->epoch++;
+    s->dirty = true;
+}
+
+/* Size a job from what its class is known to need. */
+static int size_from_learning(TimeSim *s, uint32_t j)
+{
+    const JobSpec *spec = spec_of(s, j);
+    if (spec->req != REQ_MEMORY && spec->req != REQ_MIG)
+        return 0;
+    uint64_t want = learn_memory_for(&s->learn, spec);
+    SimJob *sj = &s->jobs[j];
+    /* what the current request gives on the model it would get: its smallest slice */
+    uint64_t have = UINT64_MAX;
+    for (size_t mi = 0; mi < s->c->n_models; mi++) {
+        if (!(sj->sj.req.models & (1ull << mi)))
+            continue;
+        const GpuModel *m = &s->c->models[mi].m;
+        int p = sj->sj.req.mig_profile[mi];
+        uint64_t g = p >= 0 ? m->profiles[p].memory_mib
+                            : (uint64_t)m->memory_mib * sj->sj.req.share_milli[mi] / 1000;
+        if (g < have)
+            have = g;
+    }
+    if (!want || want <= have)
+        return 0;
+    JobSpec tmp = *spec;
+    tmp.req = REQ_MEMORY;
+    tmp.gpu_memory_mib = want;
+    Request r;
+    Buf why = {0};
+    int rc = request_from_job(s->c, &tmp, &r, &why);
+    buf_free(&why);
+    if (rc == 0) {
+        r.shape = -1;
+        sj->sj.req = r;
+    }
     return 0;
 }
 
-/* Stop a running job: what it did counts, the rest waits in the queue again. */
-static int stop(TimeSim *s, uint32_t j, bool finished)
+static int enqueue(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
-    if (sj->state == JS_RUNNING) {
-        sj->ran_ms += s->now_ms - sj->run_since_ms;
-        double ran = (double)(s->now_ms - sj->run_since_ms);
-        sj->work_ms = MAX(0.0, sj->work_ms - ran * sj->speed);
-        sj->attained_gpu_ms += ran * sj->gpus_asked;
-        s->running--;
-    }
-    account(s, j, -1, sj->state == JS_RUNNING);
-    const char *name = spec_of(s, j)->name;
-    evlog_workers(&s->ev, s->c, s->now_ms, finished ? "finish" : "preempt", name, &sj->pl);
-    place_release(s->c, &sj->pl);
-    placement_reset(&sj->pl);
-    sj->alloc_eq = sj->busy_eq = 0;
-    sj->workers_placed = 0;
-    sj->epoch++;
-    remove_at(s->run, &s->n_run, j);
+    sj->phase = PH_WAITING;
+    sj->wait_since_ms = s->now_ms;
+    sj->sj.attained_gpu_ms = sj->attained_base;
+    sj->sj.estimate_ms = sj->estimate_total_ms == NO_DURATION
+                             ? NO_DURATION
+                             : (int64_t)MAX(0.0, (double)sj->estimate_total_ms - sj->done_ms);
+    int err = size_from_learning(s, j);
+    if (!err)
+        err = sched_enqueue(&s->sched, &sj->sj);
     s->dirty = true;
-    if (finished) {
-        sj->state = JS_DONE;
-        sj->finish_ms = s->now_ms;
-        return 0;
+    return err;
+}
+
+/* A preemption signal: checkpoint within the grace when the cost allows, else lose the
+ * work since the last checkpoint; hold the GPUs until then. */
+static int signal_stop(TimeSim *s, uint32_t j)
+{
+    SimJob *sj = &s->jobs[j];
+    if (sj->phase == PH_BINDING) {
+        /* never started: let go at once */
+        evlog_workers(&s->ev, s->c, s->now_ms, "preempt", spec_of(s, j)->name, &sj->sj.pl);
+        take_off(s, j);
+        sj->phase = PH_WAITING;
+        s->preemptions++;
+        return enqueue(s, j);
     }
+    advance(s, sj);
+    bool was_running = sj->phase == PH_RUNNING;
+    int64_t grace = sj->sj.grace_ms, stop_in;
+    /* a job that declares no checkpoint cost is taken to checkpoint for free */
+    if (sj->ckpt_cost_ms <= grace) {
+        sj->saved_ms = sj->done_ms; /* a last checkpoint within the grace */
+        stop_in = sj->ckpt_cost_ms;
+        s->ckpt_gpu_ms += sj->alloc_eq * (double)stop_in;
+    } else {
+        double lost = sj->done_ms - sj->saved_ms;
+        s->lost_gpu_ms += sj->alloc_eq * lost / sj->speed;
+        sj->done_ms = sj->saved_ms;
+        stop_in = grace;
+    }
+    if (was_running) {
+        account(s, j, -1, true);
+        sj->busy_eq = 0;
+        account(s, j, +1, false);
+    }
+    if (sj->phase == PH_RUNNING || sj->phase == PH_CHECKPOINTING)
+        s->running--;
+    sj->phase = PH_STOPPING;
+    sj->since_ms = s->now_ms;
+    sj->epoch++;
     s->preemptions++;
-    return enqueue(s, j);
+    evlog_workers(&s->ev, s->c, s->now_ms, "preempt", spec_of(s, j)->name, &sj->sj.pl);
+    return evq_push(&s->q, s->now_ms + stop_in, EV_STOPPED, j, sj->epoch);
 }
 
 /* ---- scheduling ---- */
 
-/* Try to place (the rest of) waiting job j. 1 placed fully, 0 not, <0 error. */
-static int try_place(TimeSim *s, uint32_t j)
+/* The scheduler's view of the jobs holding GPUs: their attained service and what is
+ * left of their estimate. */
+static void refresh_running(TimeSim *s)
 {
-    SimJob *sj = &s->jobs[j];
-    Request r = s->in->prep.reqs[j];
-    r.workers -= sj->workers_placed;
-    if (r.shape >= 0 && s->failed_pass[r.shape] == s->pass &&
-        r.workers >= s->failed_workers[r.shape])
-        return 0;
-    buf_reset(&s->why);
-    int placed = place_job(&s->ctx, s->c, &r, &s->scratch, &s->why);
-    if (placed < 0)
-        return placed;
-    if (s->scratch.n_workers) {
-        /* keep what was placed (all of it, or part of a gang under no-gang policies) */
-        Placement *pl = &sj->pl;
-        if (GROW(pl->workers, pl->workers_cap, pl->n_workers + s->scratch.n_workers) < 0 ||
-            GROW(pl->changes, pl->changes_cap, pl->n_changes + s->scratch.n_changes) < 0)
-            return -ENOMEM;
-        memcpy(pl->workers + pl->n_workers, s->scratch.workers,
-               s->scratch.n_workers * sizeof(*pl->workers));
-        if (s->scratch.n_changes)
-            memcpy(pl->changes + pl->n_changes, s->scratch.changes,
-                   s->scratch.n_changes * sizeof(*pl->changes));
-        pl->n_workers += s->scratch.n_workers;
-        pl->n_changes += s->scratch.n_changes;
-        sj->workers_placed += (uint32_t)s->scratch.n_workers;
-        account(s, j, -1, false);
-        sj->alloc_eq = total_units_eq(s->c, pl);
-        account(s, j, +1, false);
-    }
-    if (!placed && r.shape >= 0) {
-        if (s->failed_pass[r.shape] != s->pass || r.workers < s->failed_workers[r.shape])
-            s->failed_workers[r.shape] = r.workers;
-        s->failed_pass[r.shape] = s->pass;
-    }
-    return placed;
-}
-
-/* Place waiting jobs in queue order; those that fit leave the queue. */
-static int fill(TimeSim *s)
-{
-    s->pass++;
-    size_t keep = 0;
-    int err = 0;
-    /* binding changes s->wait only through this loop's compaction */
-    for (size_t i = 0; i < s->n_wait; i++) {
-        uint32_t j = s->wait[i];
-        int placed = err ? 0 : try_place(s, j);
-        if (placed < 0) {
-            err = placed;
-            placed = 0;
-        }
-        if (placed == 1) {
-            int e = bind(s, j);
-            if (e < 0)
-                err = e;
+    for (size_t i = 0; i < s->n_holding; i++) {
+        SimJob *sj = &s->jobs[s->holding[i]];
+        double ran = (double)(s->now_ms - sj->sj.run_start_ms);
+        sj->sj.attained_gpu_ms = sj->attained_base + (ran > 0 ? ran : 0) * sj->gpus_asked;
+        if (sj->estimate_total_ms == NO_DURATION) {
+            sj->sj.estimate_ms = NO_DURATION;
         } else {
-            s->wait[keep++] = j;
+            double done = sj->done_ms;
+            if (sj->phase == PH_RUNNING)
+                done += (double)(s->now_ms - sj->since_ms) * sj->speed;
+            double left = (double)sj->estimate_total_ms - done;
+            sj->sj.estimate_ms = left > 0 ? (int64_t)left : 0;
         }
     }
-    s->n_wait = keep;
-    return err;
 }
 
-static double gpus_free(const Cluster *c)
+/* Teams of the cluster with work that fits their guarantee waiting past the tolerance. */
+static void check_guarantees(TimeSim *s)
 {
-    return (double)c->n_gpus - (double)c->used_units / GPU_UNITS;
-}
-
-static bool lower_queue(const TimeSim *s, const SimJob *r)
-{
-    double attained = r->attained_gpu_ms;
-    if (r->state == JS_RUNNING)
-        attained += (double)(s->now_ms - r->run_since_ms) * r->gpus_asked;
-    return attained >= TIRESIAS_THRESHOLD_GPU_MS;
-}
-
-/* Tiresias: a waiting job of the upper queue may push out running jobs of the lower
- * queue, the most recently submitted first, when that frees enough GPUs for it. A
- * waiting job's attained service does not change, so the queue stays ordered; only
- * running jobs move down, which their EV_SCHEDULE event announces. */
-static int tiresias_preempt(TimeSim *s)
-{
-    size_t n_upper = 0;
-    while (n_upper < s->n_wait && !lower_queue(s, &s->jobs[s->wait[n_upper]]))
-        n_upper++;
-    if (!n_upper)
-        return 0;
-    uint32_t *upper = malloc(n_upper * sizeof(*upper));
-    if (!upper)
-        return -ENOMEM;
-    memcpy(upper, s->wait, n_upper * sizeof(*upper));
-    int err = 0;
-    for (size_t i = 0; i < n_upper && !err; i++) {
-        uint32_t j = upper[i];
-        double lower = 0;
-        for (size_t k = 0; k < s->n_run; k++)
-            if (lower_queue(s, &s->jobs[s->run[k]]))
-                lower += s->jobs[s->run[k]].alloc_eq;
-        if (lower <= 0)
-            break;
-        if (gpus_free(s->c) + lower < s->jobs[j].gpus_asked)
+    const Cluster *c = s->c;
+    const SimPrep *prep = &s->in->prep;
+    for (size_t t = 0; t < prep->n_teams; t++)
+        s->team_unmet[t] = false;
+    if (!c->n_teams)
+        return;
+    for (size_t i = 0; i < s->sched.queued && i < s->sched.order_cap; i++) {
+        const SchedJob *q = s->sched.order[i];
+        if (!q->queued || q->team == TEAM_NONE)
             continue;
-        for (;;) {
-            s->pass++; /* the cluster changed since the last try: forget failures */
-            int placed = try_place(s, j);
-            if (placed < 0) {
-                err = placed;
-                break;
-            }
-            if (placed == 1) {
-                remove_at(s->wait, &s->n_wait, j);
-                err = bind(s, j);
-                break;
-            }
-            /* the victim: the lower-queue job submitted last */
-            int64_t victim = -1;
-            for (size_t k = 0; k < s->n_run; k++) {
-                uint32_t r = s->run[k];
-                if (!lower_queue(s, &s->jobs[r]))
-                    continue;
-                if (victim < 0 || s->jobs[r].submit_ms > s->jobs[victim].submit_ms ||
-                    (s->jobs[r].submit_ms == s->jobs[victim].submit_ms && r > victim))
-                    victim = r;
-            }
-            if (victim < 0)
-                break;
-            err = stop(s, (uint32_t)victim, false);
-            if (err)
-                break;
-        }
+        const SimJob *sj = &s->jobs[q->id];
+        uint32_t pt = sj->team;
+        if (s->team_unmet[pt] || s->now_ms - sj->wait_since_ms < s->in->opt.guarantee_tolerance_ms)
+            continue;
+        double guarantee = c->teams[q->team].guaranteed_gpus;
+        if (s->team_alloc[pt] + q->ask_units / GPU_UNITS <= guarantee + 1e-9)
+            s->team_unmet[pt] = true;
     }
-    free(upper);
-    return err;
 }
 
 static int schedule(TimeSim *s)
 {
-    int err = 0;
-    if (s->sp->order == ORDER_TIRESIAS)
-        err = tiresias_preempt(s);
-    if (!err)
-        err = fill(s);
+    refresh_running(s);
+    if (GROW(s->ptrs, s->ptrs_cap, s->n_holding + 1) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->n_holding; i++)
+        s->ptrs[i] = &s->jobs[s->holding[i]].sj;
+    s->dec.n = 0;
+    int err = sched_cycle(&s->sched, s->now_ms, s->ptrs, s->n_holding, &s->dec);
+    for (size_t k = 0; k < s->dec.n && !err; k++) {
+        const SchedDecision *d = &s->dec.d[k];
+        switch (d->kind) {
+        case SCHED_START:
+            err = bind(s, d->job);
+            break;
+        case SCHED_PREEMPT:
+            err = signal_stop(s, d->job);
+            break;
+        case SCHED_DRAIN:
+            s->drains++;
+            break;
+        default:
+            break;
+        }
+    }
+    /* jobs that hold part of a gang while waiting (no-gang policies) */
+    for (size_t i = 0; i < s->sched.queued && i < s->sched.order_cap && !err; i++) {
+        SchedJob *q = s->sched.order[i];
+        SimJob *sj = &s->jobs[q->id];
+        if (!q->queued || !q->pl.n_workers)
+            continue;
+        double eq = placement_eq(s->c, &q->pl);
+        if (eq != sj->alloc_eq) {
+            account(s, q->id, -1, false);
+            sj->alloc_eq = eq;
+            account(s, q->id, +1, false);
+        }
+    }
+    /* wake up when a reservation is due */
+    for (size_t r = 0; r < s->sched.n_res && !err; r++) {
+        int64_t at = s->sched.res[r].start_ms;
+        if (at > s->now_ms && (s->next_wake_ms <= s->now_ms || at < s->next_wake_ms)) {
+            s->next_wake_ms = at;
+            err = evq_push(&s->q, at, EV_SCHEDULE, UINT32_MAX, 0);
+        }
+    }
+    check_guarantees(s);
     s->dirty = false;
     return err;
 }
 
-/* ---- the run ---- */
+/* ---- events ---- */
+
+static int on_oom(TimeSim *s, uint32_t j)
+{
+    SimJob *sj = &s->jobs[j];
+    const JobSpec *spec = spec_of(s, j);
+    char cls[256];
+    learn_class_of(spec, cls, sizeof(cls));
+    if (learn_peak(&s->learn, cls))
+        s->oom_repeats++; /* the class was known to need more, and still ran out */
+    s->ooms++;
+    advance(s, sj);
+    /* the work since the last checkpoint is lost with the process */
+    s->lost_gpu_ms += sj->alloc_eq * (sj->done_ms - sj->saved_ms) / sj->speed;
+    sj->done_ms = sj->saved_ms;
+    evlog_job(&s->ev, s->now_ms, "oom", spec->name, NULL);
+    take_off(s, j);
+    int err = learn_record(&s->learn, cls, spec->peak_memory_mib);
+    return err ? err : enqueue(s, j);
+}
 
 static int handle(TimeSim *s, const Event *e)
 {
+    if (e->kind == EV_SCHEDULE && e->job == UINT32_MAX) {
+        s->dirty = true;
+        return 0;
+    }
     SimJob *sj = &s->jobs[e->job];
+    bool live = e->epoch == sj->epoch;
+    if (live || e->kind == EV_ARRIVAL)
+        s->changes++;
     switch (e->kind) {
     case EV_ARRIVAL:
         evlog_job(&s->ev, s->now_ms, "submit", spec_of(s, e->job)->name, NULL);
-        s->dirty = true;
         return enqueue(s, e->job);
     case EV_FINISH:
-        if (e->epoch != sj->epoch || sj->state != JS_RUNNING)
+        if (!live || sj->phase != PH_RUNNING)
             return 0;
-        return stop(s, e->job, true);
-    case EV_RECONFIGURED:
-        if (e->epoch != sj->epoch || sj->state != JS_BINDING)
-            return 0;
-        start(s, e->job);
-        s->dirty = true;
+        advance(s, sj);
+        evlog_workers(&s->ev, s->c, s->now_ms, "finish", spec_of(s, e->job)->name, &sj->sj.pl);
+        take_off(s, e->job);
+        sj->phase = PH_DONE;
+        sj->finish_ms = s->now_ms;
         return 0;
+    case EV_CHECKPOINT:
+        if (!live || sj->phase != PH_RUNNING)
+            return 0;
+        advance(s, sj);
+        account(s, e->job, -1, true);
+        sj->busy_eq = 0;
+        account(s, e->job, +1, false);
+        sj->phase = PH_CHECKPOINTING;
+        sj->epoch++;
+        return evq_push(&s->q, s->now_ms + sj->ckpt_cost_ms, EV_CKPT_DONE, e->job, sj->epoch);
+    case EV_CKPT_DONE: {
+        if (!live || sj->phase != PH_CHECKPOINTING)
+            return 0;
+        advance(s, sj);
+        sj->saved_ms = sj->done_ms;
+        sj->sj.last_checkpoint_ms = s->now_ms;
+        const JobSpec *spec = spec_of(s, e->job);
+        double demand =
+            spec->busy_milli == BUSY_ALL ? INFINITY : spec->busy_milli / 1000.0 * sj->gpus_asked;
+        account(s, e->job, -1, false);
+        sj->busy_eq = MIN(demand, sj->alloc_eq);
+        account(s, e->job, +1, true);
+        sj->phase = PH_RUNNING;
+        return next_event(s, e->job);
+    }
+    case EV_STOPPED:
+        if (!live || sj->phase != PH_STOPPING)
+            return 0;
+        take_off(s, e->job);
+        return enqueue(s, e->job);
+    case EV_OOM:
+        if (!live || sj->phase != PH_RUNNING)
+            return 0;
+        return on_oom(s, e->job);
+    case EV_RECONFIGURED:
+        if (!live || sj->phase != PH_BINDING)
+            return 0;
+        account(s, e->job, -1, false);
+        s->dirty = true;
+        return start_run(s, e->job);
     case EV_SCHEDULE:
         /* a Tiresias demotion: the queue order changed */
-        if (e->epoch == sj->epoch && sj->state == JS_RUNNING)
+        if (live && sj->phase == PH_RUNNING)
             s->dirty = true;
         return 0;
     default:
@@ -474,7 +602,61 @@ static int handle(TimeSim *s, const Event *e)
     }
 }
 
+/* ---- the run ---- */
+
 static void finish_groups(TimeSim *s, TimeResult *res, double span_ms);
+
+static void sim_free(TimeSim *s)
+{
+    for (size_t i = 0; s->jobs && i < s->n_jobs; i++)
+        placement_free(&s->jobs[i].sj.pl);
+    free(s->jobs);
+    free(s->holding);
+    free(s->ptrs);
+    free(s->samples);
+    free(s->team_busy);
+    free(s->team_alloc);
+    free(s->team_busy_area);
+    free(s->team_alloc_area);
+    free(s->team_unmet_ms);
+    free(s->team_unmet);
+    sched_decisions_free(&s->dec);
+    sched_free(&s->sched);
+    learn_free(&s->learn);
+    evq_free(&s->q);
+    score_cache_free(&s->cache);
+    place_ctx_free(&s->ctx);
+    cluster_free(s->c);
+}
+
+static int setup(TimeSim *s)
+{
+    const SimInput *in = s->in;
+    const SimPrep *prep = &in->prep;
+    const JobList *jl = in->jobs;
+    size_t nt = prep->n_teams ? prep->n_teams : 1;
+    s->c = cluster_clone(in->cluster);
+    s->jobs = calloc(jl->n ? jl->n : 1, sizeof(*s->jobs));
+    s->team_busy = calloc(nt, sizeof(double));
+    s->team_alloc = calloc(nt, sizeof(double));
+    s->team_busy_area = calloc(nt, sizeof(double));
+    s->team_alloc_area = calloc(nt, sizeof(double));
+    s->team_unmet_ms = calloc(nt, sizeof(double));
+    s->team_unmet = calloc(nt, sizeof(bool));
+    if (!s->c || !s->jobs || !s->team_busy || !s->team_alloc || !s->team_busy_area ||
+        !s->team_alloc_area || !s->team_unmet_ms || !s->team_unmet)
+        return -ENOMEM;
+    int err = place_ctx_init(&s->ctx, s->c, s->sp->place, &s->rng, NULL, &prep->expected);
+    if (!err)
+        err = score_cache_init(&s->cache, s->c->n_nodes, prep->n_shapes);
+    if (err)
+        return err;
+    s->ctx.cache = &s->cache;
+    SchedConfig cfg = s->sp->sched;
+    cfg.min_runtime_ms = in->opt.min_runtime_ms;
+    cfg.half_life_ms = in->opt.half_life_ms;
+    return sched_init(&s->sched, s->c, &s->ctx, &cfg, prep->n_shapes);
+}
 
 int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResult *ret)
 {
@@ -486,40 +668,40 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     ret->seed = seed;
     ret->mode = SIM_TIME;
     s.ev = (EvLog){.on = in->opt.events, .out = &ret->events, .policy = sp->name, .seed = seed};
-    int err = -ENOMEM;
     rng_seed(&s.rng, seed);
     evq_init(&s.q);
-    size_t nt = prep->n_teams ? prep->n_teams : 1;
-    s.c = cluster_clone(in->cluster);
-    s.jobs = calloc(jl->n ? jl->n : 1, sizeof(*s.jobs));
-    s.team_busy = calloc(nt, sizeof(double));
-    s.team_alloc = calloc(nt, sizeof(double));
-    s.team_busy_area = calloc(nt, sizeof(double));
-    s.team_alloc_area = calloc(nt, sizeof(double));
-    s.failed_workers = calloc(prep->n_shapes ? prep->n_shapes : 1, sizeof(*s.failed_workers));
-    s.failed_pass = calloc(prep->n_shapes ? prep->n_shapes : 1, sizeof(*s.failed_pass));
-    if (!s.c || !s.jobs || !s.team_busy || !s.team_alloc || !s.team_busy_area ||
-        !s.team_alloc_area || !s.failed_workers || !s.failed_pass)
+    int err = setup(&s);
+    if (err)
         goto out;
-    if ((err = place_ctx_init(&s.ctx, s.c, sp->place, &s.rng, NULL, &prep->expected)) < 0 ||
-        (err = score_cache_init(&s.cache, s.c->n_nodes, prep->n_shapes)) < 0)
-        goto out;
-    s.ctx.cache = &s.cache;
 
     int64_t t0 = INT64_MAX;
     for (size_t i = 0; i < jl->n; i++) {
         const JobSpec *j = &jl->jobs[i];
         SimJob *sj = &s.jobs[i];
-        sj->submit_ms = j->submit_ms;
+        const Request *r = &prep->reqs[i];
+        int team = j->team ? cluster_find_team(s.c, j->team) : -1;
+        sj->sj = (SchedJob){
+            .id = (uint32_t)i,
+            .req = *r,
+            .team = team >= 0 ? (uint32_t)team : TEAM_NONE,
+            .priority = j->priority,
+            .preemptible = j->preemptible,
+            .submit_ms = j->submit_ms,
+            .grace_ms = j->checkpoint_grace_ms > 0 ? j->checkpoint_grace_ms : in->opt.grace_ms,
+            .nominated = SCHED_NONE,
+        };
+        sj->team = prep->team_of[i];
         sj->first_start_ms = -1;
         sj->work_ms = (double)j->duration_ms;
-        const Request *r = &prep->reqs[i];
         sj->gpus_asked = (double)r->workers * (r->kind == REQ_GPUS   ? r->gpus
                                                : r->kind == REQ_NONE ? 0
                                                                      : 1);
+        sj->ckpt_interval_ms = j->checkpoint_interval_ms;
+        sj->ckpt_cost_ms = j->checkpoint_cost_ms;
+        sj->estimate_total_ms = in->opt.oracle_estimates ? j->duration_ms : j->duration_estimate_ms;
         res->submitted++;
         if (prep->unschedulable[i] || j->duration_ms < 0) {
-            sj->state = JS_NEVER;
+            sj->phase = PH_NEVER;
             res->unschedulable++;
             evlog_job(&s.ev, j->submit_ms, "unschedulable", j->name,
                       prep->unschedulable[i] ? prep->unschedulable[i] : "the job has no duration");
@@ -532,6 +714,7 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     if (t0 == INT64_MAX)
         t0 = 0;
     s.t0_ms = s.now_ms = s.last_ms = t0;
+    s.sched.ten.last_ms = t0;
 
     /* Handle every event of a time, then schedule once at that time (which may post
      * events at the same time), sample, and move the clock to the next event. */
@@ -552,43 +735,37 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
         }
         Event e;
         evq_pop(&s.q, &e);
+        uint64_t before = s.changes;
         if ((err = handle(&s, &e)) < 0)
             goto out;
+        if (s.changes != before)
+            s.end_ms = s.now_ms;
         if (in->progress && e.kind == EV_ARRIVAL)
             __atomic_fetch_add(in->progress, 1, __ATOMIC_RELAXED);
     }
     /* the run ends with the last event; what still waits never got placed */
-    res->never_placed = s.n_wait;
-    for (size_t i = 0; i < s.n_wait; i++)
-        evlog_job(&s.ev, s.now_ms, "never-placed", spec_of(&s, s.wait[i])->name, NULL);
-    double span_ms = (double)(s.now_ms - s.t0_ms);
+    res->never_placed = sched_queue_len(&s.sched);
+    for (size_t i = 0; i < s.sched.queued && i < s.sched.order_cap; i++)
+        evlog_job(&s.ev, s.now_ms, "never-placed", spec_of(&s, s.sched.order[i]->id)->name,
+                  s.sched.order[i]->reason);
+    if (s.end_ms < s.t0_ms)
+        s.end_ms = s.t0_ms;
+    double span_ms = (double)(s.end_ms - s.t0_ms);
     double cap = (double)s.c->n_gpus;
     res->utilization_pct = span_ms > 0 && cap > 0 ? 100.0 * s.busy_area / (cap * span_ms) : 0;
     res->allocation_pct = span_ms > 0 && cap > 0 ? 100.0 * s.alloc_area / (cap * span_ms) : 0;
     res->makespan_s = span_ms / 1000.0;
     res->preemptions = s.preemptions;
     res->reconfigurations = s.reconfigurations;
+    res->oom_failures = s.ooms;
+    res->oom_repeats = s.oom_repeats;
+    res->drains = s.drains;
+    res->lost_gpu_hours = s.lost_gpu_ms / 3.6e6;
+    res->checkpoint_gpu_hours = s.ckpt_gpu_ms / 3.6e6;
     finish_groups(&s, res, span_ms);
     err = evlog_error(&s.ev);
 out:
-    for (size_t i = 0; s.jobs && i < s.n_jobs; i++)
-        placement_free(&s.jobs[i].pl);
-    free(s.jobs);
-    free(s.wait);
-    free(s.run);
-    free(s.samples);
-    free(s.team_busy);
-    free(s.team_alloc);
-    free(s.team_busy_area);
-    free(s.team_alloc_area);
-    free(s.failed_workers);
-    free(s.failed_pass);
-    placement_free(&s.scratch);
-    buf_free(&s.why);
-    evq_free(&s.q);
-    score_cache_free(&s.cache);
-    place_ctx_free(&s.ctx);
-    cluster_free(s.c);
+    sim_free(&s);
     return err;
 }
 
@@ -609,13 +786,13 @@ static int collect(TimeSim *s, GroupResult *g, bool (*member)(TimeSim *, uint32_
         const SimJob *sj = &s->jobs[i];
         if (member && !member(s, (uint32_t)i, key))
             continue;
-        /* waiting is all the time not running: before the first start, during MIG
-         * reconfigurations, and after preemptions */
-        if (sj->state == JS_DONE) {
-            qd[nq++] = (double)(sj->finish_ms - sj->submit_ms - sj->ran_ms) / 1000.0;
-            jct[nf++] = (double)(sj->finish_ms - sj->submit_ms) / 1000.0;
+        /* waiting is all the time not holding GPUs to run: before the first start, during
+         * MIG reconfigurations, and after preemptions */
+        if (sj->phase == PH_DONE) {
+            qd[nq++] = (double)(sj->finish_ms - sj->sj.submit_ms - sj->held_ms) / 1000.0;
+            jct[nf++] = (double)(sj->finish_ms - sj->sj.submit_ms) / 1000.0;
         } else if (sj->first_start_ms >= 0) {
-            qd[nq++] = (double)(sj->first_start_ms - sj->submit_ms) / 1000.0;
+            qd[nq++] = (double)(sj->first_start_ms - sj->sj.submit_ms) / 1000.0;
         }
     }
     dist_from(qd, nq, &g->queue_delay_s);
@@ -648,6 +825,8 @@ static void finish_groups(TimeSim *s, TimeResult *res, double span_ms)
         collect(s, &res->by_priority[p], in_priority, (size_t)p);
         res->by_priority[p].busy_gpu_s = s->prio_busy_area[p] / 1000.0;
         res->by_priority[p].alloc_gpu_s = s->prio_alloc_area[p] / 1000.0;
+        res->by_priority[p].guaranteed_gpus = NAN;
+        res->by_priority[p].guarantee_met_pct = NAN;
     }
     const SimPrep *prep = &s->in->prep;
     res->by_team = calloc(prep->n_teams ? prep->n_teams : 1, sizeof(*res->by_team));
@@ -659,6 +838,10 @@ static void finish_groups(TimeSim *s, TimeResult *res, double span_ms)
             collect(s, g, in_team, t);
             g->busy_gpu_s = s->team_busy_area[t] / 1000.0;
             g->alloc_gpu_s = s->team_alloc_area[t] / 1000.0;
+            int ct = cluster_find_team(s->c, prep->team_names[t]);
+            g->guaranteed_gpus = ct >= 0 ? s->c->teams[ct].guaranteed_gpus : NAN;
+            g->guarantee_met_pct =
+                ct >= 0 && span_ms > 0 ? 100.0 * (1.0 - s->team_unmet_ms[t] / span_ms) : NAN;
         }
     }
     /* the timeline: time-weighted means over equal slices of the run */

@@ -56,10 +56,13 @@ static void expect_policy_error(const char *s, const char *msg)
 static void test_policy_parse(void **state)
 {
     (void)state;
-    /* a placement alone queues FIFO, except gpuorch (priority classes) */
+    /* a placement alone queues FIFO, except gpuorch (priority classes) and k8s-default
+     * (kube-scheduler: priority then age, priority preemption) */
     expect_policy("best-fit", "best-fit", ORDER_FIFO);
     expect_policy("fgd", "fgd", ORDER_FIFO);
-    expect_policy("k8s-default", "k8s-default", ORDER_FIFO);
+    expect_policy("k8s-default", "k8s-default", ORDER_KUBE);
+    expect_policy("k8s-default+fifo", "k8s-default", ORDER_FIFO);
+    expect_policy("kube", "gpuorch", ORDER_KUBE);
     expect_policy("gpuorch", "gpuorch", ORDER_PRIORITY);
     /* an order alone places with gpuorch */
     expect_policy("tiresias", "gpuorch", ORDER_TIRESIAS);
@@ -73,6 +76,7 @@ static void test_policy_parse(void **state)
     assert_string_equal(queue_order_name(ORDER_TIRESIAS), "tiresias");
     assert_string_equal(queue_order_name(ORDER_FIFO), "fifo");
     assert_string_equal(queue_order_name(ORDER_PRIORITY), "priority");
+    assert_string_equal(queue_order_name(ORDER_KUBE), "kube");
 
     expect_policy_error("nope", "unknown placement policy 'nope'");
     expect_policy_error("nope+fifo", "unknown placement policy 'nope'");

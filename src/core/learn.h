@@ -1,0 +1,33 @@
+/* learn.h: what the scheduler learns from running work: the peak GPU memory each
+ * workload class reached. A class is the job's explicit `class`, or its team and its name
+ * without a trailing number ("search/llama-serve" for llama-serve-17). Sizing the next
+ * job of a class from its learned peak is what keeps an out-of-memory failure from
+ * happening twice. Pure data: the simulator and the agents report, the core reads. */
+#pragma once
+
+#include "core/job.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct LearnEntry {
+    char *cls;
+    uint64_t peak_mib;
+} LearnEntry;
+
+typedef struct Learn {
+    LearnEntry *e;
+    size_t n, cap;
+} Learn;
+
+void learn_free(Learn *l);
+/* The class of a job, written into out (at most outlen bytes). */
+void learn_class_of(const JobSpec *j, char *out, size_t outlen);
+/* Record a peak seen for a class (keeps the largest). 0 or -ENOMEM. */
+int learn_record(Learn *l, const char *cls, uint64_t peak_mib);
+/* The learned peak of a class, 0 when nothing is known. */
+uint64_t learn_peak(const Learn *l, const char *cls);
+
+/* The GPU memory to ask for a job of the class: what it asks, raised to the learned
+ * peak. 0 when the job does not ask by memory and nothing is learned. */
+uint64_t learn_memory_for(const Learn *l, const JobSpec *j);

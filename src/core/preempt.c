@@ -1,0 +1,272 @@
+/* preempt.c: victim selection (the rules are in preempt.h). Victims are taken out of the
+ * cluster tentatively (their allocations released, MIG layouts kept) to see whether the
+ * job would fit, and always put back before returning. */
+#include "core/preempt.h"
+
+#include "util/macro.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Cand {
+    SchedJob *j;
+    int tier;    /* lower goes first */
+    double cost; /* lower goes first: lost work, or an order key */
+} Cand;
+
+/* The order of a set: worst tier, total cost, count, longest grace (lower is better). */
+typedef struct SetKey {
+    int tier;
+    double cost;
+    size_t count;
+    int64_t grace_ms;
+} SetKey;
+
+static bool key_better(const SetKey *a, const SetKey *b)
+{
+    if (a->tier != b->tier)
+        return a->tier < b->tier;
+    if (a->cost != b->cost)
+        return a->cost < b->cost;
+    if (a->count != b->count)
+        return a->count < b->count;
+    return a->grace_ms < b->grace_ms;
+}
+
+static double attained_now(const SchedJob *j)
+{
+    return j->attained_gpu_ms;
+}
+
+static bool candidate(const Sched *s, int64_t now, const SchedJob *req, SchedJob *v, Cand *ret)
+{
+    if (!v->running || v->stopping || v == req || !v->pl.n_workers)
+        return false;
+    switch (s->cfg.preempt) {
+    case SCHED_PREEMPT_QUOTA: {
+        if (!v->preemptible || v->priority == PRIO_PRODUCTION ||
+            now - v->run_start_ms < s->cfg.min_runtime_ms)
+            return false;
+        int tier;
+        if (v->borrowed)
+            tier = 0;
+        else if (v->priority > req->priority &&
+                 !(req->priority >= PRIO_NORMAL && v->team != req->team))
+            tier = 1;
+        else
+            return false;
+        double since = (double)(now - v->last_checkpoint_ms);
+        *ret = (Cand){.j = v, .tier = tier, .cost = v->units * (since > 0 ? since : 0)};
+        return true;
+    }
+    case SCHED_PREEMPT_PRIORITY:
+        if (v->priority <= req->priority)
+            return false;
+        /* the least important first: its rank is how far above the lowest class it is */
+        *ret = (Cand){.j = v, .tier = PRIO_COUNT - 1 - v->priority, .cost = 0};
+        return true;
+    case SCHED_PREEMPT_TIRESIAS:
+        if (attained_now(req) >= s->cfg.tiresias_threshold_gpu_ms ||
+            attained_now(v) < s->cfg.tiresias_threshold_gpu_ms)
+            return false;
+        /* the latest submitted first */
+        *ret = (Cand){.j = v, .tier = 0, .cost = -(double)v->submit_ms};
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const Cand *x = a, *y = b;
+    if (x->tier != y->tier)
+        return x->tier < y->tier ? -1 : 1;
+    if (x->cost != y->cost)
+        return x->cost < y->cost ? -1 : 1;
+    if (x->j->grace_ms != y->j->grace_ms)
+        return x->j->grace_ms < y->j->grace_ms ? -1 : 1;
+    return (x->j->id > y->j->id) - (x->j->id < y->j->id);
+}
+
+static void take_out(Cluster *c, SchedJob *v)
+{
+    place_release(c, &v->pl);
+}
+
+static void put_back(Cluster *c, SchedJob *v)
+{
+    for (size_t w = 0; w < v->pl.n_workers; w++)
+        cluster_apply_worker(c, &v->pl.workers[w]);
+}
+
+/* Does j fit now: on node (one worker) or anywhere (node = UINT32_MAX, the placer). */
+static int fits(Sched *s, const Request *r, uint32_t node, Placement *look)
+{
+    if (node != UINT32_MAX)
+        return place_node_capacity(s->ctx, s->c, node, r, 1) > 0;
+    buf_reset(&s->why);
+    int placed = place_job(s->ctx, s->c, r, look, &s->why);
+    if (placed == 1 || look->n_workers) {
+        place_release(s->c, look);
+        for (size_t i = look->n_changes; i-- > 0;)
+            cluster_set_mig(s->c, look->changes[i].node, look->changes[i].index,
+                            &look->changes[i].before);
+        placement_reset(look);
+    }
+    return placed;
+}
+
+static SetKey set_key(const Cand *c, size_t n)
+{
+    SetKey k = {.count = n};
+    for (size_t i = 0; i < n; i++) {
+        k.tier = MAX(k.tier, c[i].tier);
+        k.cost += c[i].cost;
+        k.grace_ms = MAX(k.grace_ms, c[i].j->grace_ms);
+    }
+    return k;
+}
+
+/* Take candidates in order until r fits (on node, or anywhere); then spare those not
+ * needed, most expensive first. Leaves the chosen ones taken out; returns how many
+ * (0: it does not fit even with all of them, and all are back). */
+static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, bool spare,
+                  Placement *look, size_t *ret_n)
+{
+    size_t taken = 0;
+    int ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        take_out(s->c, c[i].j);
+        taken++;
+        ok = fits(s, r, node, look);
+        if (ok < 0)
+            break;
+        if (ok)
+            break;
+    }
+    if (ok <= 0) {
+        for (size_t i = taken; i-- > 0;)
+            put_back(s->c, c[i].j);
+        *ret_n = 0;
+        return ok;
+    }
+    size_t kept = taken;
+    if (spare) {
+        /* try to spare each, the most expensive first; compact the ones still needed */
+        bool *needed = calloc(taken, sizeof(*needed));
+        if (!needed) {
+            for (size_t i = taken; i-- > 0;)
+                put_back(s->c, c[i].j);
+            return -ENOMEM;
+        }
+        for (size_t i = taken; i-- > 0;) {
+            put_back(s->c, c[i].j);
+            int still = fits(s, r, node, look);
+            if (still < 0) {
+                free(needed);
+                return still;
+            }
+            if (!still) {
+                take_out(s->c, c[i].j);
+                needed[i] = true;
+            }
+        }
+        kept = 0;
+        for (size_t i = 0; i < taken; i++)
+            if (needed[i])
+                c[kept++] = c[i];
+        free(needed);
+    }
+    *ret_n = kept;
+    return 1;
+}
+
+int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, size_t n_running,
+                 SchedJob ***ret, size_t *ret_n)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    Cand *all = malloc((n_running ? n_running : 1) * sizeof(*all));
+    Cand *trial = malloc((n_running ? n_running : 1) * sizeof(*trial));
+    Cand *best = malloc((n_running ? n_running : 1) * sizeof(*best));
+    if (!all || !trial || !best) {
+        free(all);
+        free(trial);
+        free(best);
+        return -ENOMEM;
+    }
+    size_t n_all = 0, n_best = 0;
+    SetKey best_key = {0};
+    int err = 0;
+    Placement look = {0};
+    for (size_t i = 0; i < n_running; i++)
+        if (candidate(s, now, j, running[i], &all[n_all]))
+            n_all++;
+    qsort(all, n_all, sizeof(*all), cand_cmp);
+    Request r;
+    place_effective_request(s->ctx->policy, &j->req, &r);
+    r.workers = j->req.workers - (uint32_t)j->pl.n_workers;
+    bool spare = s->cfg.preempt != SCHED_PREEMPT_TIRESIAS;
+    if (n_all && (r.workers > 1 || s->cfg.preempt == SCHED_PREEMPT_TIRESIAS)) {
+        /* a gang (or Tiresias): over the whole cluster */
+        memcpy(trial, all, n_all * sizeof(*trial));
+        size_t n = 0;
+        err = greedy(s, &r, UINT32_MAX, trial, n_all, spare, &look, &n);
+        if (err > 0) {
+            for (size_t i = n; i-- > 0;)
+                put_back(s->c, trial[i].j);
+            memcpy(best, trial, n * sizeof(*best));
+            n_best = n;
+        }
+    } else if (n_all) {
+        /* one worker: node by node, the cheapest set that makes room */
+        for (size_t node = 0; node < s->c->n_nodes && err >= 0; node++) {
+            size_t n = 0;
+            for (size_t i = 0; i < n_all; i++) {
+                const Placement *pl = &all[i].j->pl;
+                bool here = false;
+                for (size_t w = 0; w < pl->n_workers && !here; w++)
+                    here = pl->workers[w].node == node;
+                if (here)
+                    trial[n++] = all[i];
+            }
+            if (!n)
+                continue;
+            size_t kept = 0;
+            err = greedy(s, &r, (uint32_t)node, trial, n, spare, &look, &kept);
+            if (err <= 0 || !kept)
+                continue;
+            for (size_t i = kept; i-- > 0;)
+                put_back(s->c, trial[i].j);
+            SetKey k = set_key(trial, kept);
+            if (!n_best || key_better(&k, &best_key)) {
+                memcpy(best, trial, kept * sizeof(*best));
+                n_best = kept;
+                best_key = k;
+            }
+        }
+    }
+    placement_free(&look);
+    if (err < 0) {
+        free(all);
+        free(trial);
+        free(best);
+        return err;
+    }
+    SchedJob **v = n_best ? malloc(n_best * sizeof(*v)) : NULL;
+    if (n_best && !v)
+        err = -ENOMEM;
+    for (size_t i = 0; v && i < n_best; i++)
+        v[i] = best[i].j;
+    free(all);
+    free(trial);
+    free(best);
+    if (err < 0)
+        return err;
+    *ret = v;
+    *ret_n = n_best;
+    return 0;
+}

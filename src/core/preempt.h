@@ -1,0 +1,23 @@
+/* preempt.h: choosing what to preempt so that a waiting job fits.
+ *
+ * Who may go (gpuorch, SCHED_PREEMPT_QUOTA): running, preemptible work that has run its
+ * minimum time, never production; borrowed work of any team first, then work of a lower
+ * class; never a team's guaranteed work for a normal or low job of another team. Among
+ * the sets that make room, the one that loses the least work wins: GPU-equivalents
+ * times the time since each victim's last checkpoint, then the fewest victims, then the
+ * shortest wait (the longest grace among them). A gang goes whole.
+ *
+ * kube-scheduler (SCHED_PREEMPT_PRIORITY): any running work of a lower priority class;
+ * the node whose victims have the lowest highest priority, then the fewest victims.
+ * Tiresias (SCHED_PREEMPT_TIRESIAS): work in the lower queue, the latest submitted first.
+ *
+ * A one-worker job is tried node by node: victims on that node are taken cheapest first
+ * until it fits, then any that turn out unneeded are spared. A gang is tried on the
+ * whole cluster the same way. The cluster is left as it was. */
+#pragma once
+
+#include "core/sched.h"
+
+/* Victims to stop so that j fits; *ret (malloc'd, NULL when none) and *ret_n. */
+int preempt_plan(Sched *s, int64_t now_ms, const SchedJob *j, SchedJob **running, size_t n_running,
+                 SchedJob ***ret, size_t *ret_n);

@@ -1,0 +1,728 @@
+/* sched.c: the scheduling cycle (see sched.h for the steps). Reservations are rebuilt
+ * every cycle from what is true now: nodes a stopping victim is freeing belong to the
+ * job it was preempted for, and the first waiting gang that does not fit reserves the
+ * nodes it will get when the running jobs' estimates say they free up. A reservation
+ * binds only the jobs behind its holder in the queue. */
+#include "core/sched.h"
+#include "core/preempt.h"
+
+#include "util/macro.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sched_config_gpuorch(SchedConfig *cfg)
+{
+    *cfg = (SchedConfig){
+        .order = SCHED_ORDER_PRIORITY,
+        .preempt = SCHED_PREEMPT_QUOTA,
+        .fair_share = true,
+        .quotas = true,
+        .backfill = true,
+        .drain = true,
+        .min_runtime_ms = 5 * 60 * 1000,
+        .half_life_ms = 60 * 60 * 1000,
+        .tiresias_threshold_gpu_ms = 16.0 * 3600 * 1000,
+        .max_preempt_tries = 16,
+    };
+}
+
+int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size_t n_shapes)
+{
+    *s = (Sched){.c = c, .ctx = ctx, .cfg = *cfg, .n_shapes = n_shapes};
+    int err = tenancy_init(&s->ten, c, cfg->half_life_ms);
+    if (err < 0)
+        return err;
+    s->ten.quotas = s->ten.quotas && cfg->quotas;
+    size_t nn = c->n_nodes ? c->n_nodes : 1, ns = n_shapes ? n_shapes : 1;
+    s->node_res = malloc(nn * sizeof(*s->node_res));
+    s->blocked = calloc(nn, 1);
+    s->failed_workers = calloc(ns, sizeof(*s->failed_workers));
+    s->failed_cycle = calloc(ns, sizeof(*s->failed_cycle));
+    if (!s->node_res || !s->blocked || !s->failed_workers || !s->failed_cycle) {
+        sched_free(s);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < nn; i++)
+        s->node_res[i] = SCHED_NONE;
+    s->n_buckets = 2 * PRIO_COUNT * s->ten.n_teams;
+    s->buckets = calloc(s->n_buckets, sizeof(*s->buckets));
+    if (!s->buckets) {
+        sched_free(s);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void sched_free(Sched *s)
+{
+    tenancy_free(&s->ten);
+    free(s->node_res);
+    free(s->res);
+    free(s->blocked);
+    free(s->failed_workers);
+    free(s->failed_cycle);
+    free(s->rank);
+    free(s->victims_for);
+    free(s->id_cycle);
+    free(s->res_nodes);
+    for (size_t b = 0; b < s->n_buckets; b++)
+        free(s->buckets[b].j);
+    free(s->buckets);
+    free(s->order);
+    placement_free(&s->scratch);
+    buf_free(&s->why);
+    *s = (Sched){0};
+}
+
+void sched_decisions_free(SchedDecisions *d)
+{
+    free(d->d);
+    *d = (SchedDecisions){0};
+}
+
+static int decide(SchedDecisions *out, SchedDecision d)
+{
+    if (GROW(out->d, out->cap, out->n + 1) < 0)
+        return -ENOMEM;
+    out->d[out->n++] = d;
+    return 0;
+}
+
+static double placement_units(const Cluster *c, const Placement *pl)
+{
+    double u = 0;
+    for (size_t w = 0; w < pl->n_workers; w++)
+        u += worker_units(c, &pl->workers[w]);
+    return u;
+}
+
+/* What a waiting job would hold: its units on the model it would most likely get (the
+ * largest, to be safe with quotas). */
+static double request_units(const Cluster *c, const Request *r)
+{
+    double most = 0;
+    for (size_t mi = 0; mi < c->n_models; mi++) {
+        if (!(r->models & (1ull << mi)))
+            continue;
+        double u = request_units_on(c, r, (unsigned)mi, c->models[mi].m.mig_slots > 0);
+        if (u > most)
+            most = u;
+    }
+    return most * r->workers;
+}
+
+/* ---- tenancy ---- */
+
+static int by_run_start(const void *a, const void *b)
+{
+    const SchedJob *x = *(SchedJob *const *)a, *y = *(SchedJob *const *)b;
+    if (x->run_start_ms != y->run_start_ms)
+        return x->run_start_ms < y->run_start_ms ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Which running work is inside its team's guarantee: the oldest first. */
+static int classify(Sched *s, SchedJob **running, size_t n)
+{
+    for (size_t t = 0; t < s->ten.n_teams; t++) {
+        s->ten.teams[t].held_units = 0;
+        s->ten.teams[t].guaranteed_held = 0;
+    }
+    if (!s->ten.quotas) {
+        for (size_t i = 0; i < n; i++) {
+            TeamState *ts = &s->ten.teams[tenancy_slot(&s->ten, running[i]->team)];
+            running[i]->borrowed = false;
+            ts->held_units += running[i]->units;
+            ts->guaranteed_held += running[i]->units;
+        }
+        return 0;
+    }
+    SchedJob **sorted = malloc((n ? n : 1) * sizeof(*sorted));
+    if (!sorted)
+        return -ENOMEM;
+    memcpy(sorted, running, n * sizeof(*sorted));
+    qsort(sorted, n, sizeof(*sorted), by_run_start);
+    for (size_t i = 0; i < n; i++) {
+        SchedJob *j = sorted[i];
+        TeamState *ts = &s->ten.teams[tenancy_slot(&s->ten, j->team)];
+        j->borrowed = s->ten.quotas &&
+                      !tenancy_within_guarantee(&s->ten, tenancy_slot(&s->ten, j->team), j->units);
+        ts->held_units += j->units;
+        if (!j->borrowed)
+            ts->guaranteed_held += j->units;
+    }
+    free(sorted);
+    return 0;
+}
+
+/* ---- the queue ---- */
+
+static size_t bucket_of(const Sched *s, const SchedJob *j)
+{
+    bool by_class = s->cfg.order == SCHED_ORDER_PRIORITY;
+    bool by_team = by_class && s->cfg.fair_share;
+    bool lower = s->cfg.order == SCHED_ORDER_TIRESIAS &&
+                 j->attained_gpu_ms >= s->cfg.tiresias_threshold_gpu_ms;
+    size_t prio = by_class ? j->priority : 0;
+    size_t team = by_team ? tenancy_slot(&s->ten, j->team) : 0;
+    return ((size_t)lower * PRIO_COUNT + prio) * s->ten.n_teams + team;
+}
+
+static bool earlier(const SchedJob *a, const SchedJob *b)
+{
+    if (a->submit_ms != b->submit_ms)
+        return a->submit_ms < b->submit_ms;
+    return a->id < b->id;
+}
+
+int sched_enqueue(Sched *s, SchedJob *j)
+{
+    SchedBucket *b = &s->buckets[bucket_of(s, j)];
+    if (GROW(b->j, b->cap, b->n + 1) < 0)
+        return -ENOMEM;
+    /* submission order; arrivals mostly append */
+    size_t lo = 0, hi = b->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (earlier(b->j[mid], j))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    memmove(&b->j[lo + 1], &b->j[lo], (b->n - lo) * sizeof(*b->j));
+    b->j[lo] = j;
+    b->n++;
+    j->queued = true;
+    j->ask_units = request_units(s->c, &j->req);
+    j->reason[0] = '\0';
+    s->queued++;
+    return 0;
+}
+
+void sched_dequeue(Sched *s, SchedJob *j)
+{
+    if (!j->queued)
+        return;
+    j->queued = false;
+    s->queued--;
+    /* dropped from its bucket when the queue is next walked */
+}
+
+size_t sched_queue_len(const Sched *s)
+{
+    return s->queued;
+}
+
+typedef struct TeamKey {
+    double key;
+    size_t slot;
+} TeamKey;
+
+static int team_key_cmp(const void *a, const void *b)
+{
+    const TeamKey *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/* The queue in order into s->order: buckets by Tiresias queue, class, then teams by fair
+ * share; jobs no longer queued are dropped on the way. Returns the count. */
+static int build_order(Sched *s, size_t *ret_n)
+{
+    if (GROW(s->order, s->order_cap, s->queued + 1) < 0)
+        return -ENOMEM;
+    size_t nt = s->ten.n_teams, n = 0;
+    TeamKey *teams = malloc(nt * sizeof(*teams));
+    if (!teams)
+        return -ENOMEM;
+    for (size_t t = 0; t < nt; t++)
+        teams[t] = (TeamKey){.key = tenancy_fair_key(&s->ten, (uint32_t)t), .slot = t};
+    qsort(teams, nt, sizeof(*teams), team_key_cmp);
+    for (size_t lower = 0; lower < 2; lower++)
+        for (size_t prio = 0; prio < PRIO_COUNT; prio++)
+            for (size_t ti = 0; ti < nt; ti++) {
+                SchedBucket *b = &s->buckets[(lower * PRIO_COUNT + prio) * nt + teams[ti].slot];
+                size_t keep = 0;
+                for (size_t i = 0; i < b->n; i++) {
+                    if (!b->j[i]->queued)
+                        continue;
+                    b->j[keep++] = b->j[i];
+                    if (n < s->order_cap)
+                        s->order[n++] = b->j[i];
+                }
+                b->n = keep;
+            }
+    free(teams);
+    *ret_n = n;
+    return 0;
+}
+
+/* Size the by-id arrays (rank, victims, their cycle stamp) for ids below n. */
+static int grow_ids(Sched *s, size_t n)
+{
+    if (n <= s->ids_cap)
+        return 0;
+    size_t cap = s->ids_cap ? s->ids_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    uint32_t *rank = realloc(s->rank, cap * sizeof(*rank));
+    if (!rank)
+        return -ENOMEM;
+    s->rank = rank;
+    uint32_t *vf = realloc(s->victims_for, cap * sizeof(*vf));
+    if (!vf)
+        return -ENOMEM;
+    s->victims_for = vf;
+    uint64_t *ic = realloc(s->id_cycle, cap * sizeof(*ic));
+    if (!ic)
+        return -ENOMEM;
+    memset(ic + s->ids_cap, 0, (cap - s->ids_cap) * sizeof(*ic));
+    s->id_cycle = ic;
+    s->ids_cap = cap;
+    return 0;
+}
+
+/* ---- reservations ---- */
+
+static int reserve(Sched *s, uint32_t job, int64_t start_ms, const Placement *pl)
+{
+    if (GROW(s->res, s->res_cap, s->n_res + 1) < 0 ||
+        GROW(s->res_nodes, s->res_nodes_cap, s->n_res_nodes + pl->n_workers) < 0)
+        return -ENOMEM;
+    uint32_t ri = (uint32_t)s->n_res++;
+    s->res[ri] = (Reservation){.job = job, .start_ms = start_ms};
+    for (size_t w = 0; w < pl->n_workers; w++) {
+        uint32_t n = pl->workers[w].node;
+        if (s->node_res[n] == SCHED_NONE) {
+            s->node_res[n] = ri;
+            s->res_nodes[s->n_res_nodes++] = n;
+        }
+    }
+    return 0;
+}
+
+static void clear_reservations(Sched *s)
+{
+    for (size_t i = 0; i < s->n_res_nodes; i++) {
+        s->node_res[s->res_nodes[i]] = SCHED_NONE;
+        s->blocked[s->res_nodes[i]] = 0;
+    }
+    s->n_res_nodes = 0;
+    s->n_res = 0;
+}
+
+/* Nodes j must keep out of: reserved for a job ahead of it, unless j is gone by the
+ * reservation's start or (gang reservations) can be moved. Returns whether any. */
+static bool fill_blocked(Sched *s, const SchedJob *j, const uint32_t *rank, int64_t now)
+{
+    bool any = false;
+    for (size_t i = 0; i < s->n_res_nodes; i++) {
+        uint32_t n = s->res_nodes[i];
+        const Reservation *r = &s->res[s->node_res[n]];
+        bool ahead =
+            r->job != j->id && s->id_cycle[r->job] == s->cycle && rank[r->job] < rank[j->id];
+        bool gone = j->estimate_ms != NO_DURATION && now + j->estimate_ms <= r->start_ms;
+        bool block = ahead && !gone && !(j->preemptible && r->start_ms > now);
+        s->blocked[n] = block;
+        any |= block;
+    }
+    return any;
+}
+
+/* Try to place (the rest of) j, keeping out of blocked nodes. 1 placed fully, 2 some
+ * workers placed (no-gang policies: the job holds them and waits), 0 not, <0 error. */
+static int try_place(Sched *s, SchedJob *j, bool use_blocked)
+{
+    uint32_t workers = j->req.workers - (uint32_t)j->pl.n_workers;
+    int32_t shape = j->req.shape;
+    bool memo = !use_blocked && shape >= 0 && (size_t)shape < s->n_shapes;
+    buf_reset(&s->why);
+    if (memo && s->failed_cycle[shape] == s->cycle && workers >= s->failed_workers[shape])
+        return 0;
+    Request req = j->req;
+    const Request *r = &req;
+    req.workers = workers;
+    s->ctx->blocked = use_blocked ? s->blocked : NULL;
+    int placed = place_job(s->ctx, s->c, r, &s->scratch, &s->why);
+    s->ctx->blocked = NULL;
+    if (placed < 0)
+        return placed;
+    if (s->scratch.n_workers) {
+        Placement *pl = &j->pl;
+        if (GROW(pl->workers, pl->workers_cap, pl->n_workers + s->scratch.n_workers) < 0 ||
+            GROW(pl->changes, pl->changes_cap, pl->n_changes + s->scratch.n_changes + 1) < 0)
+            return -ENOMEM;
+        memcpy(pl->workers + pl->n_workers, s->scratch.workers,
+               s->scratch.n_workers * sizeof(*pl->workers));
+        if (s->scratch.n_changes)
+            memcpy(pl->changes + pl->n_changes, s->scratch.changes,
+                   s->scratch.n_changes * sizeof(*pl->changes));
+        pl->n_workers += s->scratch.n_workers;
+        pl->n_changes += s->scratch.n_changes;
+        if (placed == 0)
+            return 2;
+    }
+    if (placed == 0 && memo) {
+        if (s->failed_cycle[r->shape] != s->cycle || r->workers < s->failed_workers[r->shape])
+            s->failed_workers[r->shape] = r->workers;
+        s->failed_cycle[r->shape] = s->cycle;
+    }
+    return placed;
+}
+
+/* Undo a placement made only to look (place_job applied it). */
+static void unplace(Cluster *c, Placement *pl)
+{
+    place_release(c, pl);
+    for (size_t i = pl->n_changes; i-- > 0;)
+        cluster_set_mig(c, pl->changes[i].node, pl->changes[i].index, &pl->changes[i].before);
+    placement_reset(pl);
+}
+
+static int by_end(const void *a, const void *b)
+{
+    const SchedJob *x = *(SchedJob *const *)a, *y = *(SchedJob *const *)b;
+    int64_t ex = x->run_start_ms + x->estimate_ms, ey = y->run_start_ms + y->estimate_ms;
+    if (ex != ey)
+        return ex < ey ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* EASY backfill: when can gang g start, and where? Running jobs that may be moved for it
+ * (preemptible, not production, not more important) count as gone; the others leave at
+ * their estimated end (never, without an estimate). Reserves those nodes. */
+static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_running, int64_t now)
+{
+    SchedJob **order = malloc((n_running ? n_running : 1) * sizeof(*order));
+    SchedJob **gone = malloc((n_running ? n_running : 1) * sizeof(*gone));
+    if (!order || !gone) {
+        free(order);
+        free(gone);
+        return -ENOMEM;
+    }
+    size_t n_order = 0, n_gone = 0;
+    for (size_t i = 0; i < n_running; i++) {
+        SchedJob *r = running[i];
+        if (r->stopping)
+            gone[n_gone++] = r;
+        else if (r->preemptible && r->priority != PRIO_PRODUCTION && r->priority >= g->priority)
+            gone[n_gone++] = r;
+        else if (r->estimate_ms != NO_DURATION)
+            order[n_order++] = r;
+    }
+    qsort(order, n_order, sizeof(*order), by_end);
+    for (size_t i = 0; i < n_gone; i++)
+        place_release(s->c, &gone[i]->pl);
+    int64_t start = now;
+    int placed = 0;
+    size_t released = 0;
+    Placement look = {0};
+    for (;;) {
+        buf_reset(&s->why);
+        placed = place_job(s->ctx, s->c, &g->req, &look, &s->why);
+        if (placed != 0 || released == n_order)
+            break;
+        SchedJob *r = order[released++];
+        place_release(s->c, &r->pl);
+        int64_t end = r->run_start_ms + r->estimate_ms;
+        start = end > now ? end : now;
+    }
+    int err = placed < 0 ? placed : 0;
+    if (placed == 1) {
+        err = reserve(s, g->id, start, &look);
+        unplace(s->c, &look);
+    } else if (placed == 0 && look.n_workers) {
+        unplace(s->c, &look);
+    }
+    for (size_t i = released; i-- > 0;)
+        for (size_t w = 0; w < order[i]->pl.n_workers; w++)
+            cluster_apply_worker(s->c, &order[i]->pl.workers[w]);
+    for (size_t i = n_gone; i-- > 0;)
+        for (size_t w = 0; w < gone[i]->pl.n_workers; w++)
+            cluster_apply_worker(s->c, &gone[i]->pl.workers[w]);
+    placement_free(&look);
+    free(order);
+    free(gone);
+    return err;
+}
+
+/* The gang holding a reservation whose start has come: move the preemptible jobs that
+ * backfilled its nodes, when that is all that stands in its way. */
+static int move_backfill(Sched *s, SchedJob *g, SchedJob **running, size_t n_running,
+                         SchedDecisions *out)
+{
+    SchedJob **movers = malloc((n_running ? n_running : 1) * sizeof(*movers));
+    if (!movers)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < n_running; i++) {
+        SchedJob *r = running[i];
+        if (r->stopping || !r->preemptible || r->priority == PRIO_PRODUCTION ||
+            r->priority < g->priority)
+            continue;
+        bool on_reserved = false;
+        for (size_t w = 0; w < r->pl.n_workers && !on_reserved; w++) {
+            uint32_t ri = s->node_res[r->pl.workers[w].node];
+            on_reserved = ri != SCHED_NONE && s->res[ri].job == g->id;
+        }
+        if (on_reserved)
+            movers[n++] = r;
+    }
+    for (size_t i = 0; i < n; i++)
+        place_release(s->c, &movers[i]->pl);
+    Placement look = {0};
+    buf_reset(&s->why);
+    int placed = place_job(s->ctx, s->c, &g->req, &look, &s->why);
+    if (placed == 1 || look.n_workers)
+        unplace(s->c, &look);
+    placement_free(&look);
+    for (size_t i = n; i-- > 0;)
+        for (size_t w = 0; w < movers[i]->pl.n_workers; w++)
+            cluster_apply_worker(s->c, &movers[i]->pl.workers[w]);
+    int err = placed < 0 ? placed : 0;
+    for (size_t i = 0; placed == 1 && i < n && !err; i++) {
+        movers[i]->stopping = true;
+        movers[i]->nominated = g->id;
+        err = decide(
+            out, (SchedDecision){.kind = SCHED_PREEMPT, .job = movers[i]->id, .for_job = g->id});
+    }
+    free(movers);
+    return err;
+}
+
+/* ---- MIG by demand: drain ---- */
+
+/* When whole GPUs are wanted and partitioned GPUs hold little, stop placing slices on the
+ * emptiest of them so they come back whole; take the drain off when nobody waits. */
+static int drain(Sched *s, double whole_wanted, SchedDecisions *out)
+{
+    Cluster *c = s->c;
+    double draining = 0;
+    for (size_t n = 0; n < c->n_nodes; n++)
+        for (unsigned i = 0; i < c->nodes[n].n_gpus; i++)
+            draining += node_gpu_c(c, &c->nodes[n], i)->draining;
+    int err = 0;
+    while (draining < whole_wanted && !err) {
+        /* the partitioned GPU with the least compute in use (a fifth at most) */
+        uint32_t best_node = SCHED_NONE, best_gpu = 0, best_used = GPU_UNITS / 5 + 1;
+        for (size_t n = 0; n < c->n_nodes; n++) {
+            const Node *nd = &c->nodes[n];
+            for (unsigned i = 0; i < nd->n_gpus; i++) {
+                const Gpu *g = node_gpu_c(c, nd, i);
+                if (g->mode == GPU_MIG && g->mig_busy && !g->draining &&
+                    g->used_units < best_used) {
+                    best_node = (uint32_t)n;
+                    best_gpu = i;
+                    best_used = g->used_units;
+                }
+            }
+        }
+        if (best_node == SCHED_NONE)
+            break;
+        cluster_set_draining(c, best_node, best_gpu, true);
+        draining++;
+        err = decide(out, (SchedDecision){.kind = SCHED_DRAIN,
+                                          .job = SCHED_NONE,
+                                          .node = best_node,
+                                          .gpu = (uint8_t)best_gpu});
+    }
+    if (whole_wanted <= 0)
+        for (size_t n = 0; n < c->n_nodes && !err; n++)
+            for (unsigned i = 0; i < c->nodes[n].n_gpus && !err; i++)
+                if (node_gpu_c(c, &c->nodes[n], i)->draining) {
+                    cluster_set_draining(c, (uint32_t)n, i, false);
+                    err = decide(out, (SchedDecision){.kind = SCHED_UNDRAIN,
+                                                      .job = SCHED_NONE,
+                                                      .node = (uint32_t)n,
+                                                      .gpu = (uint8_t)i});
+                }
+    return err;
+}
+
+/* ---- the cycle ---- */
+
+static void set_reason(SchedJob *j, const char *text)
+{
+    size_t n = strlen(text);
+    if (n >= sizeof(j->reason))
+        n = sizeof(j->reason) - 1;
+    memcpy(j->reason, text, n);
+    j->reason[n] = '\0';
+}
+
+static int start_job(Sched *s, SchedJob *j, int64_t now, SchedDecisions *out)
+{
+    sched_dequeue(s, j);
+    uint32_t slot = tenancy_slot(&s->ten, j->team);
+    j->units = placement_units(s->c, &j->pl);
+    j->borrowed = s->ten.quotas && !tenancy_within_guarantee(&s->ten, slot, j->units);
+    s->ten.teams[slot].held_units += j->units;
+    if (!j->borrowed)
+        s->ten.teams[slot].guaranteed_held += j->units;
+    j->running = true;
+    j->stopping = false;
+    j->nominated = SCHED_NONE;
+    j->run_start_ms = now;
+    j->last_checkpoint_ms = now;
+    j->reason[0] = '\0';
+    return decide(out, (SchedDecision){.kind = SCHED_START, .job = j->id, .for_job = SCHED_NONE});
+}
+
+int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, SchedDecisions *out)
+{
+    Cluster *c = s->c;
+    s->cycle++;
+    tenancy_advance(&s->ten, now);
+    size_t n_waiting = 0;
+    int err = classify(s, running, n_running);
+    if (!err)
+        err = build_order(s, &n_waiting);
+    if (err)
+        return err;
+    SchedJob **waiting = s->order;
+    /* queue ranks, by job id, so reservations bind only the jobs behind their holder */
+    uint32_t max_id = 0;
+    for (size_t i = 0; i < n_waiting; i++)
+        max_id = MAX(max_id, waiting[i]->id);
+    for (size_t i = 0; i < n_running; i++)
+        max_id = MAX(max_id, running[i]->id);
+    /* by-id arrays are valid where their stamp is this cycle: no O(all jobs) reset */
+    if (grow_ids(s, (size_t)max_id + 1) < 0)
+        return -ENOMEM;
+    uint32_t *rank = s->rank;
+    for (size_t i = 0; i < n_waiting; i++) {
+        uint32_t id = waiting[i]->id;
+        rank[id] = (uint32_t)i;
+        s->victims_for[id] = 0;
+        s->id_cycle[id] = s->cycle;
+    }
+    for (size_t i = 0; i < n_running; i++) {
+        uint32_t v = running[i]->nominated;
+        if (running[i]->stopping && v <= max_id && s->id_cycle[v] == s->cycle)
+            s->victims_for[v]++;
+    }
+
+    /* nodes a stopping victim frees belong to the job it stops for */
+    clear_reservations(s);
+    for (size_t i = 0; i < n_running && !err; i++) {
+        SchedJob *v = running[i];
+        if (v->stopping && v->nominated != SCHED_NONE && v->nominated <= max_id &&
+            s->id_cycle[v->nominated] == s->cycle)
+            err = reserve(s, v->nominated, now + v->grace_ms, &v->pl);
+    }
+
+    bool gang_reserved = false;
+    unsigned preempt_tries = 0;
+    double whole_wanted = 0;
+    for (size_t wi = 0; wi < n_waiting && !err; wi++) {
+        SchedJob *j = waiting[wi];
+        uint32_t slot = tenancy_slot(&s->ten, j->team);
+        double units = j->ask_units;
+        bool in_guarantee = !s->ten.quotas || tenancy_within_guarantee(&s->ten, slot, units);
+        if (s->ten.quotas && !tenancy_within_burst(&s->ten, slot, units)) {
+            set_reason(j, "its team is at its burst limit");
+            continue;
+        }
+        if (s->ten.quotas && !in_guarantee && !j->preemptible) {
+            set_reason(j, "it would exceed its team's guarantee, and only preemptible work may "
+                          "borrow");
+            continue;
+        }
+        bool use_blocked = s->n_res && fill_blocked(s, j, rank, now);
+        int placed = try_place(s, j, use_blocked);
+        if (placed < 0) {
+            err = placed;
+            break;
+        }
+        if (placed == 1) {
+            err = start_job(s, j, now, out);
+            continue;
+        }
+        if (placed == 2) {
+            /* part of a gang under a no-gang policy: it holds those workers and waits */
+            j->units = placement_units(c, &j->pl);
+            set_reason(j, "placed some of its workers; the others wait for room");
+            continue;
+        }
+        /* the placer's words, when it was asked this cycle (a shape that failed earlier
+         * in the cycle keeps the reason it had) */
+        const char *why = s->why.len ? buf_str(&s->why) : NULL;
+        if (j->req.kind == REQ_GPUS && units >= GPU_UNITS)
+            whole_wanted += units / GPU_UNITS;
+        /* a reservation whose time has come: move the backfill on its nodes */
+        bool holds = false;
+        for (size_t r = 0; r < s->n_res; r++)
+            holds |= s->res[r].job == j->id;
+        if (holds && !s->victims_for[j->id]) {
+            err = move_backfill(s, j, running, n_running, out);
+            set_reason(j, "waiting for the work on its reserved nodes to move");
+            continue;
+        }
+        if (s->victims_for[j->id]) {
+            set_reason(j, "waiting for preempted work to stop");
+            continue;
+        }
+        bool may_preempt = s->cfg.preempt != SCHED_PREEMPT_NONE &&
+                           preempt_tries < s->cfg.max_preempt_tries &&
+                           (s->cfg.preempt != SCHED_PREEMPT_QUOTA ||
+                            j->priority == PRIO_PRODUCTION || in_guarantee);
+        if (may_preempt) {
+            preempt_tries++;
+            SchedJob **victims = NULL;
+            size_t n_victims = 0;
+            err = preempt_plan(s, now, j, running, n_running, &victims, &n_victims);
+            for (size_t v = 0; !err && v < n_victims; v++) {
+                victims[v]->stopping = true;
+                victims[v]->nominated = j->id;
+                err = decide(out, (SchedDecision){.kind = SCHED_PREEMPT,
+                                                  .job = victims[v]->id,
+                                                  .for_job = j->id});
+                if (!err)
+                    err = reserve(s, j->id, now + victims[v]->grace_ms, &victims[v]->pl);
+            }
+            free(victims);
+            if (n_victims) {
+                s->victims_for[j->id] = (uint32_t)n_victims;
+                set_reason(j, "preempting lower-priority or borrowed work to make room");
+                continue;
+            }
+        }
+        if (s->cfg.backfill && j->req.workers > 1 && !gang_reserved) {
+            gang_reserved = true;
+            size_t before = s->n_res;
+            err = reserve_gang(s, j, running, n_running, now);
+            if (!err && s->n_res > before) {
+                set_reason(j, "a gang at the head of the queue: its nodes are reserved for when "
+                              "running work ends");
+                continue;
+            }
+        }
+        if (why)
+            set_reason(j, why);
+    }
+    if (!err && s->cfg.drain)
+        err = drain(s, whole_wanted, out);
+    return err;
+}
+
+void sched_release(Sched *s, SchedJob *j)
+{
+    if (j->pl.n_workers)
+        place_release(s->c, &j->pl);
+    placement_reset(&j->pl);
+    uint32_t slot = tenancy_slot(&s->ten, j->team);
+    if (j->running) {
+        s->ten.teams[slot].held_units -= j->units;
+        if (!j->borrowed)
+            s->ten.teams[slot].guaranteed_held -= j->units;
+    }
+    j->units = 0;
+    j->running = false;
+    j->stopping = false;
+    j->borrowed = false;
+    j->nominated = SCHED_NONE;
+}

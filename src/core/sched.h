@@ -1,0 +1,176 @@
+/* sched.h: the scheduling cycle. Given the cluster, the waiting jobs and the running
+ * ones at a moment, decide what starts, what is preempted and what waits (and why).
+ * The simulator calls it on simulated time and the server on the real clock; neither
+ * adds rules of its own.
+ *
+ * One cycle:
+ *  1. account fair-share usage up to now; decide which running work is inside each
+ *     team's guarantee and which is borrowed;
+ *  2. order the waiting jobs (queue order: priority class, then fair share, then age;
+ *     or FIFO, or Tiresias' least attained service);
+ *  3. for each in turn: check the team's burst limit (and that work which cannot be
+ *     preempted stays inside the guarantee), then try to place it, keeping out of
+ *     nodes reserved for jobs ahead of it unless it will be gone before they start
+ *     (by its duration estimate) or is preemptible;
+ *  4. a job that does not fit may preempt, when the rules allow (preempt.c), or, if it
+ *     is a gang, reserve the nodes it will get at the earliest time the running
+ *     jobs' estimates free them (EASY backfill);
+ *  5. when whole GPUs are wanted and partitioned GPUs hold little, drain those GPUs
+ *     (no new slices) so they come back whole.
+ *
+ * Starting a job applies its placement to the cluster at once. A preempted job keeps its
+ * resources until the caller, after the job's grace period, calls sched_release; the
+ * nodes it frees are reserved for the job that preempted it until then. */
+#pragma once
+
+#include "core/cluster.h"
+#include "core/place.h"
+#include "core/tenancy.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum SchedOrder {
+    SCHED_ORDER_FIFO,     /* submission time */
+    SCHED_ORDER_PRIORITY, /* class, then fair share, then submission */
+    SCHED_ORDER_TIRESIAS, /* two queues by attained service, FIFO inside */
+} SchedOrder;
+
+typedef enum SchedPreempt {
+    SCHED_PREEMPT_NONE,
+    SCHED_PREEMPT_QUOTA,    /* gpuorch: guarantees, borrowed first, least lost work */
+    SCHED_PREEMPT_PRIORITY, /* kube-scheduler: any lower priority, fewest victims */
+    SCHED_PREEMPT_TIRESIAS, /* the upper queue pushes out the lower, latest first */
+} SchedPreempt;
+
+typedef struct SchedConfig {
+    SchedOrder order;
+    SchedPreempt preempt;
+    bool fair_share;        /* inside a class, the team with the least decayed usage first */
+    bool quotas;            /* enforce guarantees and burst limits */
+    bool backfill;          /* gangs reserve; others backfill around the reservation */
+    bool drain;             /* drain nearly empty partitioned GPUs for whole-GPU work */
+    int64_t min_runtime_ms; /* a job runs this long before it may be preempted */
+    int64_t half_life_ms;   /* fair-share usage decay */
+    double tiresias_threshold_gpu_ms; /* Tiresias: attained service of the upper queue */
+    unsigned max_preempt_tries;       /* jobs per cycle that may look for victims */
+} SchedConfig;
+
+/* Defaults for gpuorch (priority order, quota-aware preemption, backfill, drain). */
+void sched_config_gpuorch(SchedConfig *cfg);
+
+#define SCHED_REASON_LEN 200
+
+/* Fields are ordered so that what a cycle reads for every waiting job comes first. */
+typedef struct SchedJob {
+    /* what it asks (set by the caller) */
+    uint32_t id;      /* the caller's index, echoed in decisions */
+    uint32_t team;    /* cluster team index or TEAM_NONE */
+    uint8_t priority; /* Priority */
+    bool preemptible;
+    /* the scheduler's, read every cycle */
+    bool queued;        /* in the scheduler's queue */
+    bool borrowed;      /* running above its team's guarantee */
+    bool stopping;      /* preempted: waiting for the caller to release it */
+    uint32_t nominated; /* stopping: the job it makes room for (SCHED_NONE: none) */
+    double ask_units;   /* what it would hold, for quotas (set on enqueue) */
+    double units;       /* GPU_UNITS held */
+    int64_t submit_ms;
+    int64_t estimate_ms; /* expected remaining run time, NO_DURATION when unknown */
+    int64_t grace_ms;    /* how long it takes to stop after a preemption signal */
+    /* its run (kept true by the caller) */
+    bool running;                  /* holds an allocation (running or stopping) */
+    int64_t run_start_ms;          /* start of the current run */
+    int64_t last_checkpoint_ms;    /* last completed checkpoint (or the run's start) */
+    double attained_gpu_ms;        /* Tiresias: GPUs x time run so far, current run included */
+    Placement pl;                  /* the allocation while running */
+    Request req;                   /* all workers */
+    char reason[SCHED_REASON_LEN]; /* waiting: why, in words */
+} SchedJob;
+
+#define SCHED_NONE UINT32_MAX
+
+typedef enum SchedDecisionKind {
+    SCHED_START,   /* placed: job->pl holds the allocation, applied to the cluster */
+    SCHED_PREEMPT, /* stop the job (checkpoint within its grace), then sched_release */
+    SCHED_DRAIN,   /* a partitioned GPU takes no new slices (node, gpu) */
+    SCHED_UNDRAIN, /* it takes slices again */
+} SchedDecisionKind;
+
+typedef struct SchedDecision {
+    uint8_t kind;
+    uint32_t job;     /* SchedJob.id */
+    uint32_t for_job; /* SCHED_PREEMPT: the job it makes room for */
+    uint32_t node;    /* SCHED_DRAIN/UNDRAIN */
+    uint8_t gpu;
+} SchedDecision;
+
+typedef struct SchedDecisions {
+    SchedDecision *d;
+    size_t n, cap;
+} SchedDecisions;
+
+/* A reservation: nodes held for a waiting job from a time on. */
+typedef struct Reservation {
+    uint32_t job;     /* SchedJob.id */
+    int64_t start_ms; /* when it expects to start */
+} Reservation;
+
+/* The queue: jobs in buckets kept in submission order; a cycle merges the buckets in
+ * the configured order (by class, then teams by fair share; or by Tiresias queue). */
+typedef struct SchedBucket {
+    SchedJob **j;
+    size_t n, cap;
+} SchedBucket;
+
+typedef struct Sched {
+    Cluster *c;
+    PlaceCtx *ctx;
+    SchedConfig cfg;
+    Tenancy ten;
+    /* per node: the reservation holding it (index into res), or SCHED_NONE */
+    uint32_t *node_res;
+    Reservation *res;
+    size_t n_res, res_cap;
+    uint32_t *res_nodes; /* the reserved nodes */
+    size_t n_res_nodes, res_nodes_cap;
+    uint32_t *rank;        /* by job id: place in this cycle's queue, UINT32_MAX not waiting */
+    uint32_t *victims_for; /* by job id: victims stopping to make room for it */
+    uint64_t *id_cycle;    /* by job id: the cycle rank and victims_for were set */
+    size_t ids_cap;
+    uint8_t *blocked; /* scratch node mask for one placement */
+    /* per cycle: fewest workers of a shape that failed to place, per blocking mask */
+    uint32_t *failed_workers;
+    uint64_t *failed_cycle;
+    size_t n_shapes;
+    uint64_t cycle;
+    Placement scratch;
+    Buf why;
+    SchedBucket *buckets;
+    size_t n_buckets;
+    size_t queued;
+    SchedJob **order; /* this cycle's queue in order */
+    size_t order_cap;
+} Sched;
+
+int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size_t n_shapes);
+void sched_free(Sched *s);
+
+/* Queue a waiting job (not running); the scheduler keeps the pointer until the job
+ * starts (a SCHED_START decision) or is taken out with sched_dequeue. */
+int sched_enqueue(Sched *s, SchedJob *j);
+void sched_dequeue(Sched *s, SchedJob *j);
+size_t sched_queue_len(const Sched *s);
+
+/* One cycle at now over the queue and the running jobs (a pointer array the caller
+ * owns: every job holding an allocation). Decisions are appended to out. After it,
+ * s->order holds the queue in order (for queue positions). 0 or -ENOMEM. */
+int sched_cycle(Sched *s, int64_t now_ms, SchedJob **running, size_t n_running,
+                SchedDecisions *out);
+
+/* The job stopped (finished, failed, or preempted and past its grace): release what it
+ * holds. The caller then queues it again or forgets it. */
+void sched_release(Sched *s, SchedJob *j);
+
+void sched_decisions_free(SchedDecisions *d);

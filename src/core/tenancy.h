@@ -1,0 +1,57 @@
+/* tenancy.h: teams as the scheduler sees them: a guaranteed quota, a burst limit and a
+ * fair-share weight (GPU-equivalents, counted in GPU_UNITS), what each team holds now,
+ * which of its running work is inside the guarantee and which is borrowed, and its
+ * decayed usage for fair-share ordering.
+ *
+ * Work inside a team's guarantee is guaranteed; above it, up to the burst limit, it is
+ * borrowed and may be reclaimed. Which running jobs are guaranteed is decided afresh
+ * each cycle, oldest first, so when a guaranteed job ends the team's next job moves
+ * into the guarantee. Fair share follows Slurm's classic factor: a team's usage decays
+ * with a half-life, and teams are ordered by their share of the decayed usage over
+ * their share of the weights. A cluster without teams has no quotas: every job is
+ * guaranteed and fair share is flat. */
+#pragma once
+
+#include "core/cluster.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TEAM_NONE UINT32_MAX
+
+typedef struct TeamState {
+    double guaranteed_units; /* GPU_UNITS */
+    double burst_units;
+    double weight;
+    double held_units;      /* allocated now */
+    double guaranteed_held; /* the part of held inside the guarantee */
+    double usage;           /* decayed usage, GPU_UNITS x ms */
+} TeamState;
+
+typedef struct Tenancy {
+    TeamState *teams; /* the cluster's teams, then one for work without a known team */
+    size_t n_teams;   /* cluster teams + 1 */
+    bool quotas;      /* the cluster has teams: guarantees and bursts apply */
+    int64_t half_life_ms;
+    int64_t last_ms;
+} Tenancy;
+
+/* Teams from the cluster spec; work without a known team gets no guarantee and may
+ * borrow up to the whole cluster. */
+int tenancy_init(Tenancy *t, const Cluster *c, int64_t half_life_ms);
+void tenancy_free(Tenancy *t);
+
+/* The index used for team (a cluster team index, or TEAM_NONE). */
+uint32_t tenancy_slot(const Tenancy *t, uint32_t team);
+
+/* Decay usage to now and add what each team held since the last call. */
+void tenancy_advance(Tenancy *t, int64_t now_ms);
+
+/* Fair-share key of a team: its share of the decayed usage over its share of the
+ * weights. Smaller goes first. */
+double tenancy_fair_key(const Tenancy *t, uint32_t slot);
+
+/* Whether a job of units more fits inside the team's guarantee / burst limit now. */
+bool tenancy_within_guarantee(const Tenancy *t, uint32_t slot, double units);
+bool tenancy_within_burst(const Tenancy *t, uint32_t slot, double units);
