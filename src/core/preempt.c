@@ -46,13 +46,14 @@ static bool candidate(const Sched *s, int64_t now, const SchedJob *req, SchedJob
         return false;
     switch (s->cfg.preempt) {
     case SCHED_PREEMPT_QUOTA: {
-        if (!v->preemptible || v->priority == PRIO_PRODUCTION ||
-            now - v->run_start_ms < s->cfg.min_runtime_ms)
+        /* borrowed work is reclaimable whether or not it can checkpoint (as in Kueue);
+         * guaranteed work goes only if it is preemptible */
+        if (v->priority == PRIO_PRODUCTION || now - v->run_start_ms < s->cfg.min_runtime_ms)
             return false;
         int tier;
         if (v->borrowed)
             tier = 0;
-        else if (v->priority > req->priority &&
+        else if (v->preemptible && v->priority > req->priority &&
                  !(req->priority >= PRIO_NORMAL && v->team != req->team))
             tier = 1;
         else

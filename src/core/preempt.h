@@ -1,8 +1,10 @@
 /* preempt.h: choosing what to preempt so that a waiting job fits.
  *
- * Who may go (gpuorch, SCHED_PREEMPT_QUOTA): running, preemptible work that has run its
- * minimum time, never production; borrowed work of any team first, then work of a lower
- * class; never a team's guaranteed work for a normal or low job of another team. Among
+ * Who may go (gpuorch, SCHED_PREEMPT_QUOTA): running work that has run its minimum time,
+ * never production; borrowed work of any team first (borrowing makes work reclaimable,
+ * preemptible or not, as in Kueue; what cannot checkpoint loses its progress), then
+ * preemptible work of a lower class; never a team's guaranteed work for a normal or low
+ * job of another team. Among
  * the sets that make room, the one that loses the least work wins: GPU-equivalents
  * times the time since each victim's last checkpoint, then the fewest victims, then the
  * shortest wait (the longest grace among them). A gang goes whole.

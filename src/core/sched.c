@@ -26,6 +26,7 @@ void sched_config_gpuorch(SchedConfig *cfg)
         .half_life_ms = 60 * 60 * 1000,
         .tiresias_threshold_gpu_ms = 16.0 * 3600 * 1000,
         .max_preempt_tries = 16,
+        .max_reservations = 4,
     };
 }
 
@@ -39,9 +40,12 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     size_t nn = c->n_nodes ? c->n_nodes : 1, ns = n_shapes ? n_shapes : 1;
     s->node_res = malloc(nn * sizeof(*s->node_res));
     s->blocked = calloc(nn, 1);
+    s->taken = calloc(nn, 1);
     s->failed_workers = calloc(ns, sizeof(*s->failed_workers));
     s->failed_cycle = calloc(ns, sizeof(*s->failed_cycle));
-    if (!s->node_res || !s->blocked || !s->failed_workers || !s->failed_cycle) {
+    s->failed_job = calloc(ns, sizeof(*s->failed_job));
+    if (!s->node_res || !s->blocked || !s->taken || !s->failed_workers || !s->failed_cycle ||
+        !s->failed_job) {
         sched_free(s);
         return -ENOMEM;
     }
@@ -62,8 +66,10 @@ void sched_free(Sched *s)
     free(s->node_res);
     free(s->res);
     free(s->blocked);
+    free(s->taken);
     free(s->failed_workers);
     free(s->failed_cycle);
+    free(s->failed_job);
     free(s->rank);
     free(s->victims_for);
     free(s->id_cycle);
@@ -341,8 +347,12 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
     int32_t shape = j->req.shape;
     bool memo = !use_blocked && shape >= 0 && (size_t)shape < s->n_shapes;
     buf_reset(&s->why);
-    if (memo && s->failed_cycle[shape] == s->cycle && workers >= s->failed_workers[shape])
+    if (memo && s->failed_cycle[shape] == s->cycle && workers >= s->failed_workers[shape]) {
+        const SchedJob *first = s->failed_job[shape];
+        if (!j->reason[0] && first && first != j)
+            memcpy(j->reason, first->reason, sizeof(j->reason));
         return 0;
+    }
     Request req = j->req;
     const Request *r = &req;
     req.workers = workers;
@@ -367,8 +377,10 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
             return 2;
     }
     if (placed == 0 && memo) {
-        if (s->failed_cycle[r->shape] != s->cycle || r->workers < s->failed_workers[r->shape])
+        if (s->failed_cycle[r->shape] != s->cycle || r->workers < s->failed_workers[r->shape]) {
             s->failed_workers[r->shape] = r->workers;
+            s->failed_job[r->shape] = j;
+        }
         s->failed_cycle[r->shape] = s->cycle;
     }
     return placed;
@@ -392,9 +404,10 @@ static int by_end(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* EASY backfill: when can gang g start, and where? Running jobs that may be moved for it
- * (preemptible, not production, not more important) count as gone; the others leave at
- * their estimated end (never, without an estimate). Reserves those nodes. */
+/* Backfill reservations (as Slurm's backfill plans them): when can job g, blocked and
+ * needing whole GPUs, start, and where? Running jobs leave at their estimated end
+ * (never, without an estimate); stopping ones are gone. Nodes already reserved for a job
+ * ahead stay out of the plan. Reserves the nodes it would get. */
 static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_running, int64_t now)
 {
     SchedJob **order = malloc((n_running ? n_running : 1) * sizeof(*order));
@@ -409,8 +422,6 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
         SchedJob *r = running[i];
         if (r->stopping)
             gone[n_gone++] = r;
-        else if (r->preemptible && r->priority != PRIO_PRODUCTION && r->priority >= g->priority)
-            gone[n_gone++] = r;
         else if (r->estimate_ms != NO_DURATION)
             order[n_order++] = r;
     }
@@ -421,6 +432,9 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
     int placed = 0;
     size_t released = 0;
     Placement look = {0};
+    for (size_t i = 0; i < s->n_res_nodes; i++)
+        s->taken[s->res_nodes[i]] = 1;
+    s->ctx->blocked = s->taken;
     for (;;) {
         buf_reset(&s->why);
         placed = place_job(s->ctx, s->c, &g->req, &look, &s->why);
@@ -431,6 +445,9 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
         int64_t end = r->run_start_ms + r->estimate_ms;
         start = end > now ? end : now;
     }
+    s->ctx->blocked = NULL;
+    for (size_t i = 0; i < s->n_res_nodes; i++)
+        s->taken[s->res_nodes[i]] = 0;
     int err = placed < 0 ? placed : 0;
     if (placed == 1) {
         err = reserve(s, g->id, start, &look);
@@ -615,7 +632,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             err = reserve(s, v->nominated, now + v->grace_ms, &v->pl);
     }
 
-    bool gang_reserved = false;
+    unsigned reservations = 0;
     unsigned preempt_tries = 0;
     double whole_wanted = 0;
     for (size_t wi = 0; wi < n_waiting && !err; wi++) {
@@ -625,11 +642,6 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         bool in_guarantee = !s->ten.quotas || tenancy_within_guarantee(&s->ten, slot, units);
         if (s->ten.quotas && !tenancy_within_burst(&s->ten, slot, units)) {
             set_reason(j, "its team is at its burst limit");
-            continue;
-        }
-        if (s->ten.quotas && !in_guarantee && !j->preemptible) {
-            set_reason(j, "it would exceed its team's guarantee, and only preemptible work may "
-                          "borrow");
             continue;
         }
         bool use_blocked = s->n_res && fill_blocked(s, j, rank, now);
@@ -691,8 +703,9 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
                 continue;
             }
         }
-        if (s->cfg.backfill && j->req.workers > 1 && !gang_reserved) {
-            gang_reserved = true;
+        bool needs_room = j->req.workers > 1 || (j->req.kind == REQ_GPUS && j->req.gpus > 1);
+        if (s->cfg.backfill && needs_room && reservations < s->cfg.max_reservations) {
+            reservations++;
             size_t before = s->n_res;
             err = reserve_gang(s, j, running, n_running, now);
             if (!err && s->n_res > before) {

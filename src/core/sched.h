@@ -55,6 +55,7 @@ typedef struct SchedConfig {
     int64_t half_life_ms;   /* fair-share usage decay */
     double tiresias_threshold_gpu_ms; /* Tiresias: attained service of the upper queue */
     unsigned max_preempt_tries;       /* jobs per cycle that may look for victims */
+    unsigned max_reservations;        /* blocked multi-GPU jobs that reserve, per cycle */
 } SchedConfig;
 
 /* Defaults for gpuorch (priority order, quota-aware preemption, backfill, drain). */
@@ -140,9 +141,11 @@ typedef struct Sched {
     uint64_t *id_cycle;    /* by job id: the cycle rank and victims_for were set */
     size_t ids_cap;
     uint8_t *blocked; /* scratch node mask for one placement */
+    uint8_t *taken;   /* scratch: nodes reserved, while planning another reservation */
     /* per cycle: fewest workers of a shape that failed to place, per blocking mask */
     uint32_t *failed_workers;
     uint64_t *failed_cycle;
+    const SchedJob **failed_job; /* the first job of the shape that failed (its reason) */
     size_t n_shapes;
     uint64_t cycle;
     Placement scratch;

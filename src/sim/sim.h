@@ -104,6 +104,8 @@ typedef struct TimelinePoint {
 
 typedef struct TimeResult {
     double utilization_pct, allocation_pct;
+    /* the same while the waiting work could fill every idle GPU, and how long that was */
+    double saturated_utilization_pct, saturated_allocation_pct, saturated_s;
     Dist queue_delay_s, jct_s;
     double makespan_s, jobs_per_hour;
     size_t submitted, finished, never_placed, unschedulable, preemptions, reconfigurations;

@@ -15,7 +15,10 @@
  *
  * Measured use of a running job is min(busy x GPUs asked, GPU-equivalents given), and
  * nothing while it checkpoints or stops; utilisation is its integral over capacity x
- * makespan, allocation the same for what is held. */
+ * makespan, allocation the same for what is held; the saturated figures integrate only
+ * over the time the waiting work could fill every idle GPU (its GPU-equivalents at least
+ * the idle ones), which leaves out the warm-up, the drain at the end, and a lone gang
+ * waiting in an emptying cluster. */
 #include "core/learn.h"
 #include "sim/evlog.h"
 #include "sim/evq.h"
@@ -85,6 +88,8 @@ typedef struct TimeSim {
     int64_t now_ms, last_ms, t0_ms, next_wake_ms;
     int64_t end_ms; /* the last moment something changed */
     double busy, alloc, busy_area, alloc_area;
+    double sat_ms, sat_busy_area, sat_alloc_area; /* while work waits (the queue is not empty) */
+    bool saturated;
     double *team_busy, *team_alloc, *team_busy_area, *team_alloc_area, *team_unmet_ms;
     bool *team_unmet;
     double prio_busy[PRIO_COUNT], prio_alloc[PRIO_COUNT];
@@ -111,6 +116,11 @@ static void integrate(TimeSim *s, int64_t t)
     if (dt > 0) {
         s->busy_area += s->busy * dt;
         s->alloc_area += s->alloc * dt;
+        if (s->saturated) {
+            s->sat_ms += dt;
+            s->sat_busy_area += s->busy * dt;
+            s->sat_alloc_area += s->alloc * dt;
+        }
         for (size_t i = 0; i < s->in->prep.n_teams; i++) {
             s->team_busy_area[i] += s->team_busy[i] * dt;
             s->team_alloc_area[i] += s->team_alloc[i] * dt;
@@ -504,6 +514,12 @@ static int schedule(TimeSim *s)
         }
     }
     check_guarantees(s);
+    /* saturated: the waiting work could fill every idle GPU */
+    double waiting = 0;
+    for (size_t i = 0; i < s->sched.queued && i < s->sched.order_cap; i++)
+        if (s->sched.order[i]->queued)
+            waiting += s->sched.order[i]->ask_units / GPU_UNITS;
+    s->saturated = waiting > 0 && waiting >= (double)s->c->n_gpus - s->alloc;
     s->dirty = false;
     return err;
 }
@@ -755,6 +771,11 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     res->utilization_pct = span_ms > 0 && cap > 0 ? 100.0 * s.busy_area / (cap * span_ms) : 0;
     res->allocation_pct = span_ms > 0 && cap > 0 ? 100.0 * s.alloc_area / (cap * span_ms) : 0;
     res->makespan_s = span_ms / 1000.0;
+    res->saturated_s = s.sat_ms / 1000.0;
+    res->saturated_utilization_pct =
+        s.sat_ms > 0 ? 100.0 * s.sat_busy_area / (cap * s.sat_ms) : NAN;
+    res->saturated_allocation_pct =
+        s.sat_ms > 0 ? 100.0 * s.sat_alloc_area / (cap * s.sat_ms) : NAN;
     res->preemptions = s.preemptions;
     res->reconfigurations = s.reconfigurations;
     res->oom_failures = s.ooms;
