@@ -175,7 +175,7 @@ static void usage(FILE *f)
         "FGD_SUMMARY.csv]\n"
         "                   [--reconfig-delay DURATION] [--tune RATIO] [--threads N]\n"
         "                   [--oracle-estimates] [--min-runtime D] [--half-life D] [--grace D]\n"
-        "                   [--guarantee-tolerance D]\n\n"
+        "                   [--guarantee-tolerance D] [--window FROM-TO]\n\n"
         "Replays a trace through the scheduling core. A policy is PLACEMENT[+ORDER]: a placement\n"
         "policy ('gpuorch policies') and a queue order (fifo, tiresias, priority, kube), e.g.\n"
         "best-fit+tiresias; 'tiresias' alone is gpuorch+tiresias; 'all' lists the usual set.\n"
@@ -207,6 +207,7 @@ int cmd_sim(int argc, char **argv)
         {"half-life", required_argument, NULL, 'H'},
         {"grace", required_argument, NULL, 'G'},
         {"guarantee-tolerance", required_argument, NULL, 'g'},
+        {"window", required_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -225,7 +226,7 @@ int cmd_sim(int argc, char **argv)
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "c:t:f:p:m:s:S:e:o:O:C:r:T:j:EM:H:G:g:h", opts, NULL)) !=
+    while ((o = getopt_long(argc, argv, "c:t:f:p:m:s:S:e:o:O:C:r:T:j:EM:H:G:g:W:h", opts, NULL)) !=
            -1) {
         switch (o) {
         case 'c':
@@ -298,6 +299,20 @@ int cmd_sim(int argc, char **argv)
                                       : &opt.guarantee_tolerance_ms;
             if (parse_duration_ms(optarg, dst) < 0) {
                 fprintf(stderr, "gpuorch sim: not a duration: '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'W': {
+            /* FROM-TO, durations from the first submission: "4h-24h" */
+            char from[64], *dash = strchr(optarg, '-');
+            size_t fl = dash ? (size_t)(dash - optarg) : 0;
+            if (!dash || fl >= sizeof(from) ||
+                (memcpy(from, optarg, fl), from[fl] = '\0',
+                 parse_duration_ms(from, &opt.window_from_ms) < 0) ||
+                parse_duration_ms(dash + 1, &opt.window_to_ms) < 0 ||
+                opt.window_to_ms <= opt.window_from_ms) {
+                fprintf(stderr, "gpuorch sim: --window must be FROM-TO, like 4h-24h\n");
                 return 2;
             }
             break;

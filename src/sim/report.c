@@ -300,6 +300,10 @@ static void json_time(Buf *b, const SimReport *r, size_t pi, double gpus)
     json_agg(b, "saturated_allocation_pct",
              aggregate(r, pi, m_time_double, TOFF(saturated_allocation_pct)), 2, false);
     json_agg(b, "saturated_s", aggregate(r, pi, m_time_double, TOFF(saturated_s)), 1, false);
+    json_agg(b, "window_utilization_pct",
+             aggregate(r, pi, m_time_double, TOFF(window_utilization_pct)), 2, std);
+    json_agg(b, "window_allocation_pct",
+             aggregate(r, pi, m_time_double, TOFF(window_allocation_pct)), 2, false);
     json_dist(b, "queue_delay_s", r, pi, TOFF(queue_delay_s));
     json_dist(b, "jct_s", r, pi, TOFF(jct_s));
     json_agg(b, "makespan_s", aggregate(r, pi, m_time_double, TOFF(makespan_s)), 1, std);

@@ -58,9 +58,10 @@ typedef struct SimOptions {
     int64_t grace_ms;               /* a preempted job's grace when its spec gives none (30 s) */
     int64_t oom_after_ms;           /* a job too big for its slice fails this long after start */
     int64_t guarantee_tolerance_ms; /* in-guarantee work may wait this long (2 min) */
-    double tune_ratio;              /* packing: arrived demand to reach, of capacity (1.3) */
-    bool events;                    /* collect the per-run event log (JSON lines) */
-    size_t timeline_points;         /* time mode: samples kept for the timeline (default 600) */
+    int64_t window_from_ms, window_to_ms; /* --window: measure utilisation here too */
+    double tune_ratio;                    /* packing: arrived demand to reach, of capacity (1.3) */
+    bool events;                          /* collect the per-run event log (JSON lines) */
+    size_t timeline_points; /* time mode: samples kept for the timeline (default 600) */
 } SimOptions;
 
 /* ---- packing mode (the FGD protocol) ---- */
@@ -106,6 +107,8 @@ typedef struct TimeResult {
     double utilization_pct, allocation_pct;
     /* the same while the waiting work could fill every idle GPU, and how long that was */
     double saturated_utilization_pct, saturated_allocation_pct, saturated_s;
+    /* the same inside --window (from the first submission), NaN without one */
+    double window_utilization_pct, window_allocation_pct;
     Dist queue_delay_s, jct_s;
     double makespan_s, jobs_per_hour;
     size_t submitted, finished, never_placed, unschedulable, preemptions, reconfigurations;

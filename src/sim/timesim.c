@@ -89,6 +89,7 @@ typedef struct TimeSim {
     int64_t end_ms; /* the last moment something changed */
     double busy, alloc, busy_area, alloc_area;
     double sat_ms, sat_busy_area, sat_alloc_area; /* while work waits (the queue is not empty) */
+    double win_ms, win_busy_area, win_alloc_area; /* inside --window */
     bool saturated;
     double *team_busy, *team_alloc, *team_busy_area, *team_alloc_area, *team_unmet_ms;
     bool *team_unmet;
@@ -120,6 +121,17 @@ static void integrate(TimeSim *s, int64_t t)
             s->sat_ms += dt;
             s->sat_busy_area += s->busy * dt;
             s->sat_alloc_area += s->alloc * dt;
+        }
+        /* the part of [last, t) inside the window */
+        const SimOptions *o = &s->in->opt;
+        if (o->window_to_ms > o->window_from_ms) {
+            double lo = (double)MAX(s->last_ms - s->t0_ms, o->window_from_ms);
+            double hi = (double)MIN(t - s->t0_ms, o->window_to_ms);
+            if (hi > lo) {
+                s->win_ms += hi - lo;
+                s->win_busy_area += s->busy * (hi - lo);
+                s->win_alloc_area += s->alloc * (hi - lo);
+            }
         }
         for (size_t i = 0; i < s->in->prep.n_teams; i++) {
             s->team_busy_area[i] += s->team_busy[i] * dt;
@@ -772,6 +784,8 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     res->allocation_pct = span_ms > 0 && cap > 0 ? 100.0 * s.alloc_area / (cap * span_ms) : 0;
     res->makespan_s = span_ms / 1000.0;
     res->saturated_s = s.sat_ms / 1000.0;
+    res->window_utilization_pct = s.win_ms > 0 ? 100.0 * s.win_busy_area / (cap * s.win_ms) : NAN;
+    res->window_allocation_pct = s.win_ms > 0 ? 100.0 * s.win_alloc_area / (cap * s.win_ms) : NAN;
     res->saturated_utilization_pct =
         s.sat_ms > 0 ? 100.0 * s.sat_busy_area / (cap * s.sat_ms) : NAN;
     res->saturated_allocation_pct =
