@@ -526,7 +526,9 @@ static void test_queue_positions_after_a_cycle(void **state)
  * n1 (no team, @3). a1 starts inside the guarantee, a2 borrowed (held 2 = burst), a3
  * waits: "its team is at its burst limit"; n1 starts, borrowed (no team: no guarantee).
  * At 1000 a1 ends: the oldest remaining run, a2, moves into the guarantee, and a3 starts
- * borrowed (held 1 + 1 = 2 <= 2). */
+ * borrowed (held 1 + 1 = 2 <= 2). At 2000 a2 ends and a1 runs again; at 3000 the older
+ * run, a3 (from 1000), is the guaranteed one and a1 (from 2000) borrowed, though a1 has
+ * the smaller id. */
 static void test_burst_limit_and_borrowing(void **state)
 {
     World *w = *state;
@@ -556,6 +558,14 @@ static void test_burst_limit_and_borrowing(void **state)
     assert_false(a2->borrowed);
     assert_true(a3->borrowed);
     assert_string_equal(a3->reason, "");
+
+    finish(w, a2);
+    assert_int_equal(sched_enqueue(&w->s, a1), 0);
+    cycle(w, 2000);
+    assert_true(started(w, a1));
+    cycle(w, 3000);
+    assert_false(a3->borrowed);
+    assert_true(a1->borrowed);
     world_free(w);
 }
 
@@ -716,29 +726,30 @@ static void test_dequeue(void **state)
     world_free(w);
 }
 
-/* Rule: a waiting job's reason is this cycle's. Team A: guarantee 1, burst 1; one node of
- * 2 GPUs; fair share off (order by class, then age); all jobs one GPU of the same shape.
- * At 0: a1 (A) and x (no team) start, j (A, low) waits at the burst limit. At 10 a1 has
- * ended; k and k2 (high) arrive: k takes the free GPU, k2 does not fit (the placer's
- * reason), and j, now inside its burst, does not fit either: its reason must say so (as
- * k2's does), not "its team is at its burst limit". Fails today: try_place() reuses the
- * shape's failure from earlier in the cycle and copies its reason only into a job with
- * no reason yet, so j keeps last cycle's. */
+/* Rule: a waiting job's reason is this cycle's. Team A: guarantee 1, burst 1; team B:
+ * burst 4; one node of 2 GPUs; fair share off (order by class, then age); all jobs one
+ * GPU of the same shape. At 0: a1 (A) and x (B) start, j (A, low) waits at the burst
+ * limit. At 10 a1 has ended; k and k2 (B, high) arrive: k takes the free GPU, k2 does not
+ * fit (the placer's reason), and j, now inside its burst, does not fit either: its reason
+ * must say so (as k2's does), not "its team is at its burst limit". Fails today: try_place() reuses
+ * the shape's failure from earlier in the cycle and copies its reason only into a job with no
+ * reason yet, so j keeps last cycle's. */
 static void test_reason_is_this_cycles(void **state)
 {
     World *w = *state;
     Cluster *c = new_cluster();
     add_pool(c, "h", 2, 1, false);
     add_team(c, "a", 1, 1);
+    add_team(c, "b", 0, 4);
     SchedConfig cfg;
     sched_config_gpuorch(&cfg);
     cfg.fair_share = false;
     world_init(w, c, "first-fit", &cfg);
     SchedJob *a1 = job(w, (JobArgs){.team = "a", .submit_ms = 0});
-    SchedJob *x = job(w, (JobArgs){.submit_ms = 1});
+    SchedJob *x = job(w, (JobArgs){.team = "b", .submit_ms = 1});
     SchedJob *j = job(w, (JobArgs){.prio = "low", .team = "a", .submit_ms = 2});
-    SchedJob *k = job(w, (JobArgs){.prio = "high", .submit_ms = 3});
-    SchedJob *k2 = job(w, (JobArgs){.prio = "high", .submit_ms = 4});
+    SchedJob *k = job(w, (JobArgs){.prio = "high", .team = "b", .submit_ms = 3});
+    SchedJob *k2 = job(w, (JobArgs){.prio = "high", .team = "b", .submit_ms = 4});
     SchedJob *all[] = {a1, x, j, k, k2};
     for (size_t i = 0; i < 5; i++)
         all[i]->req.shape = 0;
