@@ -1090,6 +1090,39 @@ static void test_drain_for_whole_gpu_work(void **state)
     world_free(w);
 }
 
+/* Rule: a draining GPU takes no new slices, also once its last slice has ended. The same
+ * start: GPU 0 is draining for w. s0 ends, so GPU 0 is idle (its 1g instance kept); a
+ * high-priority slice s3 arrives and goes before w in the queue. s3 must go to GPU 1
+ * (a fresh slot beside s1) and w must get GPU 0. Fails today: the placer skips a
+ * draining GPU only while it has busy instances (`g->draining && g->mig_busy` in
+ * place.c), so s3 reuses GPU 0's idle instance and w waits on. */
+static void test_draining_gpu_takes_no_slice_when_idle(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool(c, "m", 2, 1, true);
+    carve(c, 0, 0, "1g.10gb", 0);
+    carve(c, 0, 1, "1g.10gb", 0);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    SchedJob *s0 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 0});
+    submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 1});
+    cycle(w, 0);
+    assert_int_equal(s0->pl.workers[0].grants[0].index, 0);
+    SchedJob *wj = submit(w, (JobArgs){.gpus = 1, .submit_ms = 10});
+    cycle(w, 100);
+    assert_true(gpu_at(c, 0, 0)->draining);
+    finish(w, s0);
+    SchedJob *s3 =
+        submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .prio = "high", .submit_ms = 20});
+    cycle(w, 200);
+    assert_true(started(w, s3));
+    assert_int_equal(s3->pl.workers[0].grants[0].index, 1);
+    assert_true(started(w, wj));
+    world_free(w);
+}
+
 /* The same start; when the whole-GPU job is taken out of the queue nobody wants whole
  * GPUs any more: SCHED_UNDRAIN (0, 0), and a new slice may land on GPU 0 again. */
 static void test_undrain_when_nobody_waits(void **state)
@@ -1285,6 +1318,8 @@ int main(void)
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_gang_all_or_nothing, world_setup, world_teardown),
         cmocka_unit_test_setup_teardown(test_drain_for_whole_gpu_work, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(test_draining_gpu_takes_no_slice_when_idle, world_setup,
+                                        world_teardown),
         cmocka_unit_test_setup_teardown(test_undrain_when_nobody_waits, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_drain_only_nearly_empty, world_setup, world_teardown),
