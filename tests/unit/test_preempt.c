@@ -447,7 +447,7 @@ static void test_quota_borrowed_first_over_cheaper_nodes(void **state)
  * guaranteed work, and production is never a victim: no victims. As high (or production)
  * it may take b1, a preemptible job of a lower class. A normal job of B itself may take
  * its own team's low preemptible work when that stays inside B's guarantee (B guaranteed
- * 8 in the second scene). */
+ * 8 in that case). */
 static void test_quota_other_teams_guaranteed_work(void **state)
 {
     World *w = *state;
