@@ -107,8 +107,7 @@ static bool best_slice(FragCache *fc, const Cluster *c, const Node *n, const Req
     int p = r->mig_profile[n->model];
     for (unsigned i = 0; i < v.n; i++) {
         const Gpu *g = node_gpu_c(c, n, i);
-        if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units) ||
-            (g->draining && g->mig_busy))
+        if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units) || g->draining)
             continue;
         uint8_t starts = mig_recarve_starts(m, &g->mig, g->mig_busy, p);
         for (unsigned s = 0; s < MIG_MAX_SLOTS; s++) {

@@ -105,8 +105,7 @@ static unsigned gpu_cap(const Cluster *c, const Node *n, const Request *r, unsig
         int p = r->mig_profile[n->model];
         for (unsigned i = 0; i < n->n_gpus && total < limit; i++) {
             const Gpu *g = node_gpu_c(c, n, i);
-            if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units) ||
-                (g->draining && g->mig_busy))
+            if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units) || g->draining)
                 continue;
             total += mig_max_addable(m, &g->mig, g->mig_busy, p);
         }
@@ -222,8 +221,7 @@ static void default_pick_mig(const Cluster *c, const Node *n, int p, SlicePick *
     uint32_t best_used = 0;
     for (unsigned i = 0; i < n->n_gpus; i++) {
         const Gpu *g = node_gpu_c(c, n, i);
-        if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units) ||
-            (g->draining && g->mig_busy))
+        if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units) || g->draining)
             continue;
         uint8_t reuse = 0;
         for (int s = 0; s < MIG_MAX_SLOTS; s++)

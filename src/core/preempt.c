@@ -92,6 +92,19 @@ static int cand_cmp(const void *a, const void *b)
     return (x->j->id > y->j->id) - (x->j->id < y->j->id);
 }
 
+/* Cheapest per GPU unit freed first, inside a tier. */
+static int cand_ratio_cmp(const void *a, const void *b)
+{
+    const Cand *x = a, *y = b;
+    if (x->tier != y->tier)
+        return x->tier < y->tier ? -1 : 1;
+    double rx = x->cost / (x->j->units > 0 ? x->j->units : 1);
+    double ry = y->cost / (y->j->units > 0 ? y->j->units : 1);
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    return cand_cmp(a, b);
+}
+
 static void take_out(Cluster *c, SchedJob *v)
 {
     place_release(c, &v->pl);
@@ -185,6 +198,17 @@ static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, 
     return 1;
 }
 
+/* Keep the set c[0..n) if it beats the best so far. */
+static void consider(const Cand *c, size_t n, Cand *best, size_t *n_best, SetKey *best_key)
+{
+    SetKey k = set_key(c, n);
+    if (!*n_best || key_better(&k, best_key)) {
+        memmove(best, c, n * sizeof(*best));
+        *n_best = n;
+        *best_key = k;
+    }
+}
+
 int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, size_t n_running,
                  SchedJob ***ret, size_t *ret_n)
 {
@@ -193,10 +217,12 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
     Cand *all = malloc((n_running ? n_running : 1) * sizeof(*all));
     Cand *trial = malloc((n_running ? n_running : 1) * sizeof(*trial));
     Cand *best = malloc((n_running ? n_running : 1) * sizeof(*best));
-    if (!all || !trial || !best) {
+    Cand *here_c = malloc((n_running ? n_running : 1) * sizeof(*here_c));
+    if (!all || !trial || !best || !here_c) {
         free(all);
         free(trial);
         free(best);
+        free(here_c);
         return -ENOMEM;
     }
     size_t n_all = 0, n_best = 0;
@@ -223,7 +249,10 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
             n_best = n;
         }
     } else if (n_all) {
-        /* one worker: node by node, the cheapest set that makes room */
+        /* one worker: node by node, the cheapest set that makes room. On a node, three
+         * tries: cheapest first, cheapest per GPU freed first, and each victim alone
+         * (one big victim can lose less than two small ones that happen to be cheaper
+         * each); the best of them counts. */
         for (size_t node = 0; node < s->c->n_nodes && err >= 0; node++) {
             size_t n = 0;
             for (size_t i = 0; i < n_all; i++) {
@@ -232,25 +261,34 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
                 for (size_t w = 0; w < pl->n_workers && !here; w++)
                     here = pl->workers[w].node == node;
                 if (here)
-                    trial[n++] = all[i];
+                    here_c[n++] = all[i];
             }
-            if (!n)
-                continue;
-            size_t kept = 0;
-            err = greedy(s, &r, (uint32_t)node, trial, n, spare, &look, &kept);
-            if (err <= 0 || !kept)
-                continue;
-            for (size_t i = kept; i-- > 0;)
-                put_back(s->c, trial[i].j);
-            SetKey k = set_key(trial, kept);
-            if (!n_best || key_better(&k, &best_key)) {
-                memcpy(best, trial, kept * sizeof(*best));
-                n_best = kept;
-                best_key = k;
+            for (int how = 0; how < 3 && n && err >= 0; how++) {
+                size_t kept = 0;
+                if (how < 2) {
+                    memcpy(trial, here_c, n * sizeof(*trial));
+                    if (how == 1)
+                        qsort(trial, n, sizeof(*trial), cand_ratio_cmp);
+                    err = greedy(s, &r, (uint32_t)node, trial, n, spare, &look, &kept);
+                    if (err <= 0 || !kept)
+                        continue;
+                    for (size_t i = kept; i-- > 0;)
+                        put_back(s->c, trial[i].j);
+                    consider(trial, kept, best, &n_best, &best_key);
+                    continue;
+                }
+                for (size_t i = 0; i < n && err >= 0; i++) {
+                    take_out(s->c, here_c[i].j);
+                    err = fits(s, &r, (uint32_t)node, &look);
+                    put_back(s->c, here_c[i].j);
+                    if (err > 0)
+                        consider(&here_c[i], 1, best, &n_best, &best_key);
+                }
             }
         }
     }
     placement_free(&look);
+    free(here_c);
     if (err < 0) {
         free(all);
         free(trial);

@@ -13,9 +13,10 @@
  * the node whose victims have the lowest highest priority, then the fewest victims.
  * Tiresias (SCHED_PREEMPT_TIRESIAS): work in the lower queue, the latest submitted first.
  *
- * A one-worker job is tried node by node: victims on that node are taken cheapest first
- * until it fits, then any that turn out unneeded are spared. A gang is tried on the
- * whole cluster the same way. The cluster is left as it was. */
+ * A one-worker job is tried node by node, three ways on each: victims taken cheapest
+ * first until it fits, cheapest per GPU freed first, and each victim alone; those that
+ * turn out unneeded are spared, and the best set over all counts. A gang is tried on
+ * the whole cluster, cheapest first. The cluster is left as it was. */
 #pragma once
 
 #include "core/sched.h"

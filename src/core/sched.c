@@ -51,6 +51,13 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     }
     for (size_t i = 0; i < nn; i++)
         s->node_res[i] = SCHED_NONE;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        const Node *n = &c->nodes[i];
+        if (n->mig_allowed)
+            s->mig_models |= 1ull << n->model;
+        else
+            s->plain_models |= 1ull << n->model;
+    }
     s->n_buckets = 2 * PRIO_COUNT * s->ten.n_teams;
     s->buckets = calloc(s->n_buckets, sizeof(*s->buckets));
     if (!s->buckets) {
@@ -78,6 +85,7 @@ void sched_free(Sched *s)
         free(s->buckets[b].j);
     free(s->buckets);
     free(s->order);
+    free(s->started);
     placement_free(&s->scratch);
     buf_free(&s->why);
     *s = (Sched){0};
@@ -105,17 +113,21 @@ static double placement_units(const Cluster *c, const Placement *pl)
     return u;
 }
 
-/* What a waiting job would hold: its units on the model it would most likely get (the
+/* What a waiting job would hold: the most it could get on any model it may run on, as a
+ * MIG slice where nodes of the model run MIG and as a share where they do not (the
  * largest, to be safe with quotas). */
-static double request_units(const Cluster *c, const Request *r)
+static double request_units(const Sched *s, const Request *r)
 {
+    const Cluster *c = s->c;
     double most = 0;
     for (size_t mi = 0; mi < c->n_models; mi++) {
-        if (!(r->models & (1ull << mi)))
+        uint64_t bit = 1ull << mi;
+        if (!(r->models & bit))
             continue;
-        double u = request_units_on(c, r, (unsigned)mi, c->models[mi].m.mig_slots > 0);
-        if (u > most)
-            most = u;
+        if (s->mig_models & bit)
+            most = fmax(most, request_units_on(c, r, (unsigned)mi, true));
+        if (s->plain_models & bit)
+            most = fmax(most, request_units_on(c, r, (unsigned)mi, false));
     }
     return most * r->workers;
 }
@@ -184,9 +196,27 @@ static bool earlier(const SchedJob *a, const SchedJob *b)
     return a->id < b->id;
 }
 
+/* Take j's entry out of its bucket (a dequeued job's, left for the next walk). */
+static void unlist(Sched *s, SchedJob *j)
+{
+    SchedBucket *b = &s->buckets[j->bucket];
+    for (size_t i = 0; i < b->n; i++)
+        if (b->j[i] == j) {
+            memmove(&b->j[i], &b->j[i + 1], (b->n - i - 1) * sizeof(*b->j));
+            b->n--;
+            break;
+        }
+    j->listed = false;
+}
+
 int sched_enqueue(Sched *s, SchedJob *j)
 {
-    SchedBucket *b = &s->buckets[bucket_of(s, j)];
+    if (j->queued)
+        return 0;
+    if (j->listed)
+        unlist(s, j);
+    size_t bi = bucket_of(s, j);
+    SchedBucket *b = &s->buckets[bi];
     if (GROW(b->j, b->cap, b->n + 1) < 0)
         return -ENOMEM;
     /* submission order; arrivals mostly append */
@@ -202,7 +232,9 @@ int sched_enqueue(Sched *s, SchedJob *j)
     b->j[lo] = j;
     b->n++;
     j->queued = true;
-    j->ask_units = request_units(s->c, &j->req);
+    j->listed = true;
+    j->bucket = (uint32_t)bi;
+    j->ask_units = request_units(s, &j->req);
     j->reason[0] = '\0';
     s->queued++;
     return 0;
@@ -235,9 +267,16 @@ static int team_key_cmp(const void *a, const void *b)
     return (x->slot > y->slot) - (x->slot < y->slot);
 }
 
+static int by_age(const void *a, const void *b)
+{
+    const SchedJob *x = *(SchedJob *const *)a, *y = *(SchedJob *const *)b;
+    return earlier(x, y) ? -1 : earlier(y, x) ? 1 : 0;
+}
+
 /* The queue in order into s->order: buckets by Tiresias queue, class, then teams by fair
- * share; jobs no longer queued are dropped on the way. Returns the count. */
-static int build_order(Sched *s, size_t *ret_n)
+ * share, teams of equal share merged by age; jobs no longer queued are dropped on the
+ * way. Sets s->n_order. */
+static int build_order(Sched *s)
 {
     if (GROW(s->order, s->order_cap, s->queued + 1) < 0)
         return -ENOMEM;
@@ -250,21 +289,39 @@ static int build_order(Sched *s, size_t *ret_n)
     qsort(teams, nt, sizeof(*teams), team_key_cmp);
     for (size_t lower = 0; lower < 2; lower++)
         for (size_t prio = 0; prio < PRIO_COUNT; prio++)
-            for (size_t ti = 0; ti < nt; ti++) {
-                SchedBucket *b = &s->buckets[(lower * PRIO_COUNT + prio) * nt + teams[ti].slot];
-                size_t keep = 0;
-                for (size_t i = 0; i < b->n; i++) {
-                    if (!b->j[i]->queued)
-                        continue;
-                    b->j[keep++] = b->j[i];
-                    if (n < s->order_cap)
-                        s->order[n++] = b->j[i];
+            for (size_t ti = 0; ti < nt;) {
+                /* teams ti..tj-1 have the same fair share */
+                size_t tj = ti + 1;
+                while (tj < nt && teams[tj].key == teams[ti].key)
+                    tj++;
+                size_t from = n;
+                for (size_t k = ti; k < tj; k++) {
+                    SchedBucket *b = &s->buckets[(lower * PRIO_COUNT + prio) * nt + teams[k].slot];
+                    size_t keep = 0;
+                    for (size_t i = 0; i < b->n; i++) {
+                        if (!b->j[i]->queued) {
+                            b->j[i]->listed = false;
+                            continue;
+                        }
+                        b->j[keep++] = b->j[i];
+                        if (n < s->order_cap)
+                            s->order[n++] = b->j[i];
+                    }
+                    b->n = keep;
                 }
-                b->n = keep;
+                if (tj - ti > 1 && n - from > 1)
+                    qsort(s->order + from, n - from, sizeof(*s->order), by_age);
+                ti = tj;
             }
     free(teams);
-    *ret_n = n;
+    s->n_order = n;
     return 0;
+}
+
+int sched_order(Sched *s)
+{
+    int err = build_order(s);
+    return err < 0 ? err : (int)s->n_order;
 }
 
 /* Size the by-id arrays (rank, victims, their cycle stamp) for ids below n. */
@@ -349,7 +406,7 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
     buf_reset(&s->why);
     if (memo && s->failed_cycle[shape] == s->cycle && workers >= s->failed_workers[shape]) {
         const SchedJob *first = s->failed_job[shape];
-        if (!j->reason[0] && first && first != j)
+        if (first && first != j)
             memcpy(j->reason, first->reason, sizeof(j->reason));
         return 0;
     }
@@ -395,32 +452,43 @@ static void unplace(Cluster *c, Placement *pl)
     placement_reset(pl);
 }
 
+/* r backfilled g's reserved nodes and may be moved for it: unless it is another team's
+ * guaranteed work and g is not production (a guarantee outranks a promise to move). */
+static bool movable_for(const SchedJob *r, const SchedJob *g)
+{
+    return r->backfill_for == g->id &&
+           (r->borrowed || r->team == g->team || g->priority == PRIO_PRODUCTION);
+}
+
 static int by_end(const void *a, const void *b)
 {
     const SchedJob *x = *(SchedJob *const *)a, *y = *(SchedJob *const *)b;
-    int64_t ex = x->run_start_ms + x->estimate_ms, ey = y->run_start_ms + y->estimate_ms;
-    if (ex != ey)
-        return ex < ey ? -1 : 1;
+    /* estimates are what is left from now */
+    if (x->estimate_ms != y->estimate_ms)
+        return x->estimate_ms < y->estimate_ms ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
 }
 
 /* Backfill reservations (as Slurm's backfill plans them): when can job g, blocked and
- * needing whole GPUs, start, and where? Running jobs leave at their estimated end
- * (never, without an estimate); stopping ones are gone. Nodes already reserved for a job
- * ahead stay out of the plan. Reserves the nodes it would get. */
+ * needing whole GPUs, start, and where? Running jobs (those started this cycle too)
+ * leave at their estimated end (never, without an estimate); stopping ones are gone. Nodes already
+ * reserved for a job ahead stay out of the plan. Reserves the nodes it would get. */
 static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_running, int64_t now)
 {
-    SchedJob **order = malloc((n_running ? n_running : 1) * sizeof(*order));
-    SchedJob **gone = malloc((n_running ? n_running : 1) * sizeof(*gone));
+    size_t n_all = n_running + s->n_started;
+    SchedJob **order = malloc((n_all ? n_all : 1) * sizeof(*order));
+    SchedJob **gone = malloc((n_all ? n_all : 1) * sizeof(*gone));
     if (!order || !gone) {
         free(order);
         free(gone);
         return -ENOMEM;
     }
     size_t n_order = 0, n_gone = 0;
-    for (size_t i = 0; i < n_running; i++) {
-        SchedJob *r = running[i];
-        if (r->stopping)
+    for (size_t i = 0; i < n_all; i++) {
+        /* the caller's running jobs, and those this cycle started; what stops, and what
+         * backfilled g's nodes to be moved for it, is gone */
+        SchedJob *r = i < n_running ? running[i] : s->started[i - n_running];
+        if (r->stopping || movable_for(r, g))
             gone[n_gone++] = r;
         else if (r->estimate_ms != NO_DURATION)
             order[n_order++] = r;
@@ -442,8 +510,7 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
             break;
         SchedJob *r = order[released++];
         place_release(s->c, &r->pl);
-        int64_t end = r->run_start_ms + r->estimate_ms;
-        start = end > now ? end : now;
+        start = now + r->estimate_ms;
     }
     s->ctx->blocked = NULL;
     for (size_t i = 0; i < s->n_res_nodes; i++)
@@ -469,7 +536,7 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
 
 /* The gang holding a reservation whose start has come: move the preemptible jobs that
  * backfilled its nodes, when that is all that stands in its way. */
-static int move_backfill(Sched *s, SchedJob *g, SchedJob **running, size_t n_running,
+static int move_backfill(Sched *s, SchedJob *g, SchedJob **running, size_t n_running, int64_t now,
                          SchedDecisions *out)
 {
     SchedJob **movers = malloc((n_running ? n_running : 1) * sizeof(*movers));
@@ -478,8 +545,7 @@ static int move_backfill(Sched *s, SchedJob *g, SchedJob **running, size_t n_run
     size_t n = 0;
     for (size_t i = 0; i < n_running; i++) {
         SchedJob *r = running[i];
-        if (r->stopping || !r->preemptible || r->priority == PRIO_PRODUCTION ||
-            r->priority < g->priority)
+        if (r->stopping || !movable_for(r, g))
             continue;
         bool on_reserved = false;
         for (size_t w = 0; w < r->pl.n_workers && !on_reserved; w++) {
@@ -493,7 +559,7 @@ static int move_backfill(Sched *s, SchedJob *g, SchedJob **running, size_t n_run
         place_release(s->c, &movers[i]->pl);
     Placement look = {0};
     buf_reset(&s->why);
-    int placed = place_job(s->ctx, s->c, &g->req, &look, &s->why);
+    int placed = n ? place_job(s->ctx, s->c, &g->req, &look, &s->why) : 0;
     if (placed == 1 || look.n_workers)
         unplace(s->c, &look);
     placement_free(&look);
@@ -504,11 +570,33 @@ static int move_backfill(Sched *s, SchedJob *g, SchedJob **running, size_t n_run
     for (size_t i = 0; placed == 1 && i < n && !err; i++) {
         movers[i]->stopping = true;
         movers[i]->nominated = g->id;
+        movers[i]->stop_at_ms = now + movers[i]->grace_ms;
         err = decide(
             out, (SchedDecision){.kind = SCHED_PREEMPT, .job = movers[i]->id, .for_job = g->id});
     }
+    if (placed == 1)
+        s->victims_for[g->id] += (uint32_t)n;
     free(movers);
     return err;
+}
+
+/* The job ahead whose reserved nodes j, started there as preemptible work, backfilled
+ * (SCHED_NONE: none). */
+static uint32_t backfill_target(const Sched *s, const SchedJob *j, const uint32_t *rank,
+                                int64_t now)
+{
+    for (size_t w = 0; w < j->pl.n_workers; w++) {
+        uint32_t ri = s->node_res[j->pl.workers[w].node];
+        if (ri == SCHED_NONE)
+            continue;
+        const Reservation *r = &s->res[ri];
+        bool ahead =
+            r->job != j->id && s->id_cycle[r->job] == s->cycle && rank[r->job] < rank[j->id];
+        bool gone = j->estimate_ms != NO_DURATION && now + j->estimate_ms <= r->start_ms;
+        if (ahead && !gone)
+            return r->job;
+    }
+    return SCHED_NONE;
 }
 
 /* ---- MIG by demand: drain ---- */
@@ -562,6 +650,17 @@ static int drain(Sched *s, double whole_wanted, SchedDecisions *out)
 
 /* ---- the cycle ---- */
 
+/* Whether a node kept from j by a reservation could take one of its workers. */
+static bool blocked_room(Sched *s, const SchedJob *j)
+{
+    for (size_t i = 0; i < s->n_res_nodes; i++) {
+        uint32_t n = s->res_nodes[i];
+        if (s->blocked[n] && place_node_capacity(s->ctx, s->c, n, &j->req, 1) > 0)
+            return true;
+    }
+    return false;
+}
+
 static void set_reason(SchedJob *j, const char *text)
 {
     size_t n = strlen(text);
@@ -573,6 +672,9 @@ static void set_reason(SchedJob *j, const char *text)
 
 static int start_job(Sched *s, SchedJob *j, int64_t now, SchedDecisions *out)
 {
+    if (GROW(s->started, s->started_cap, s->n_started + 1) < 0)
+        return -ENOMEM;
+    s->started[s->n_started++] = j;
     sched_dequeue(s, j);
     uint32_t slot = tenancy_slot(&s->ten, j->team);
     j->units = placement_units(s->c, &j->pl);
@@ -585,6 +687,7 @@ static int start_job(Sched *s, SchedJob *j, int64_t now, SchedDecisions *out)
     j->nominated = SCHED_NONE;
     j->run_start_ms = now;
     j->last_checkpoint_ms = now;
+    j->backfill_for = SCHED_NONE;
     j->reason[0] = '\0';
     return decide(out, (SchedDecision){.kind = SCHED_START, .job = j->id, .for_job = SCHED_NONE});
 }
@@ -593,13 +696,14 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
 {
     Cluster *c = s->c;
     s->cycle++;
+    s->n_started = 0;
     tenancy_advance(&s->ten, now);
-    size_t n_waiting = 0;
     int err = classify(s, running, n_running);
     if (!err)
-        err = build_order(s, &n_waiting);
+        err = build_order(s);
     if (err)
         return err;
+    size_t n_waiting = s->n_order;
     SchedJob **waiting = s->order;
     /* queue ranks, by job id, so reservations bind only the jobs behind their holder */
     uint32_t max_id = 0;
@@ -629,7 +733,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         SchedJob *v = running[i];
         if (v->stopping && v->nominated != SCHED_NONE && v->nominated <= max_id &&
             s->id_cycle[v->nominated] == s->cycle)
-            err = reserve(s, v->nominated, now + v->grace_ms, &v->pl);
+            err = reserve(s, v->nominated, MAX(now, v->stop_at_ms), &v->pl);
     }
 
     unsigned reservations = 0;
@@ -651,7 +755,9 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             break;
         }
         if (placed == 1) {
+            uint32_t target = s->n_res ? backfill_target(s, j, rank, now) : SCHED_NONE;
             err = start_job(s, j, now, out);
+            j->backfill_for = target;
             continue;
         }
         if (placed == 2) {
@@ -665,15 +771,6 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         const char *why = s->why.len ? buf_str(&s->why) : NULL;
         if (j->req.kind == REQ_GPUS && units >= GPU_UNITS)
             whole_wanted += units / GPU_UNITS;
-        /* a reservation whose time has come: move the backfill on its nodes */
-        bool holds = false;
-        for (size_t r = 0; r < s->n_res; r++)
-            holds |= s->res[r].job == j->id;
-        if (holds && !s->victims_for[j->id]) {
-            err = move_backfill(s, j, running, n_running, out);
-            set_reason(j, "waiting for the work on its reserved nodes to move");
-            continue;
-        }
         if (s->victims_for[j->id]) {
             set_reason(j, "waiting for preempted work to stop");
             continue;
@@ -690,11 +787,12 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             for (size_t v = 0; !err && v < n_victims; v++) {
                 victims[v]->stopping = true;
                 victims[v]->nominated = j->id;
+                victims[v]->stop_at_ms = now + victims[v]->grace_ms;
                 err = decide(out, (SchedDecision){.kind = SCHED_PREEMPT,
                                                   .job = victims[v]->id,
                                                   .for_job = j->id});
                 if (!err)
-                    err = reserve(s, j->id, now + victims[v]->grace_ms, &victims[v]->pl);
+                    err = reserve(s, j->id, victims[v]->stop_at_ms, &victims[v]->pl);
             }
             free(victims);
             if (n_victims) {
@@ -708,22 +806,41 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             reservations++;
             size_t before = s->n_res;
             err = reserve_gang(s, j, running, n_running, now);
+            if (!err && s->n_res > before && s->res[before].start_ms <= now) {
+                /* its time has come: only backfill stands in the way */
+                err = move_backfill(s, j, running, n_running, now, out);
+                if (!err && s->victims_for[j->id]) {
+                    set_reason(j, "waiting for the work on its reserved nodes to move");
+                    continue;
+                }
+            }
             if (!err && s->n_res > before) {
                 set_reason(j, "a gang at the head of the queue: its nodes are reserved for when "
                               "running work ends");
                 continue;
             }
         }
-        if (why)
+        if (use_blocked && blocked_room(s, j))
+            set_reason(j, "the nodes with room for it are reserved for jobs ahead of it in the "
+                          "queue");
+        else if (why)
             set_reason(j, why);
     }
     if (!err && s->cfg.drain)
         err = drain(s, whole_wanted, out);
+    /* what is still waiting, in this cycle's order (queue positions) */
+    size_t keep = 0;
+    for (size_t i = 0; i < s->n_order; i++)
+        if (s->order[i]->queued)
+            s->order[keep++] = s->order[i];
+    s->n_order = keep;
     return err;
 }
 
-void sched_release(Sched *s, SchedJob *j)
+void sched_release(Sched *s, SchedJob *j, int64_t now_ms)
 {
+    /* its usage counts up to the moment it stopped */
+    tenancy_advance(&s->ten, now_ms);
     if (j->pl.n_workers)
         place_release(s->c, &j->pl);
     placement_reset(&j->pl);

@@ -8,8 +8,7 @@
  *     team's guarantee and which is borrowed;
  *  2. order the waiting jobs (queue order: priority class, then fair share, then age;
  *     or FIFO, or Tiresias' least attained service);
- *  3. for each in turn: check the team's burst limit (and that work which cannot be
- *     preempted stays inside the guarantee), then try to place it, keeping out of
+ *  3. for each in turn: check the team's burst limit, then try to place it, keeping out of
  *     nodes reserved for jobs ahead of it unless it will be gone before they start
  *     (by its duration estimate) or is preemptible;
  *  4. a job that does not fit may preempt, when the rules allow (preempt.c), or, if it
@@ -71,15 +70,20 @@ typedef struct SchedJob {
     uint8_t priority; /* Priority */
     bool preemptible;
     /* the scheduler's, read every cycle */
-    bool queued;        /* in the scheduler's queue */
-    bool borrowed;      /* running above its team's guarantee */
-    bool stopping;      /* preempted: waiting for the caller to release it */
-    uint32_t nominated; /* stopping: the job it makes room for (SCHED_NONE: none) */
-    double ask_units;   /* what it would hold, for quotas (set on enqueue) */
-    double units;       /* GPU_UNITS held */
+    bool queued;           /* in the scheduler's queue */
+    bool borrowed;         /* running above its team's guarantee */
+    bool stopping;         /* preempted: waiting for the caller to release it */
+    bool listed;           /* has an entry in a queue bucket (maybe stale) */
+    uint32_t nominated;    /* stopping: the job it makes room for (SCHED_NONE: none) */
+    uint32_t bucket;       /* listed: which bucket */
+    uint32_t backfill_for; /* running: the reservation holder whose nodes it backfilled as
+                            * preemptible work, to be moved when that job is ready */
+    double ask_units;      /* what it would hold, for quotas (set on enqueue) */
+    double units;          /* GPU_UNITS held */
     int64_t submit_ms;
     int64_t estimate_ms; /* expected remaining run time, NO_DURATION when unknown */
     int64_t grace_ms;    /* how long it takes to stop after a preemption signal */
+    int64_t stop_at_ms;  /* stopping: when its grace ends (when its room comes free) */
     /* its run (kept true by the caller) */
     bool running;                  /* holds an allocation (running or stopping) */
     int64_t run_start_ms;          /* start of the current run */
@@ -153,8 +157,11 @@ typedef struct Sched {
     SchedBucket *buckets;
     size_t n_buckets;
     size_t queued;
-    SchedJob **order; /* this cycle's queue in order */
-    size_t order_cap;
+    SchedJob **order; /* the queue in order (this cycle's, or sched_order's) */
+    size_t n_order, order_cap;
+    SchedJob **started; /* started in this cycle: running, but not in the caller's list */
+    size_t n_started, started_cap;
+    uint64_t mig_models, plain_models; /* models some node runs with / without MIG */
 } Sched;
 
 int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size_t n_shapes);
@@ -168,12 +175,18 @@ size_t sched_queue_len(const Sched *s);
 
 /* One cycle at now over the queue and the running jobs (a pointer array the caller
  * owns: every job holding an allocation). Decisions are appended to out. After it,
- * s->order holds the queue in order (for queue positions). 0 or -ENOMEM. */
+ * s->order[0..n_order) holds the jobs still waiting, in the order the cycle saw them.
+ * 0 or -ENOMEM. */
 int sched_cycle(Sched *s, int64_t now_ms, SchedJob **running, size_t n_running,
                 SchedDecisions *out);
 
-/* The job stopped (finished, failed, or preempted and past its grace): release what it
- * holds. The caller then queues it again or forgets it. */
-void sched_release(Sched *s, SchedJob *j);
+/* The waiting jobs in queue order now (arrivals since the last cycle included), into
+ * s->order[0..n_order); returns n_order, or -ENOMEM. */
+int sched_order(Sched *s);
+
+/* The job stopped at now (finished, failed, or preempted and past its grace): count its
+ * usage up to now and release what it holds. The caller then queues it again or
+ * forgets it. */
+void sched_release(Sched *s, SchedJob *j, int64_t now_ms);
 
 void sched_decisions_free(SchedDecisions *d);

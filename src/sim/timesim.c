@@ -99,6 +99,7 @@ typedef struct TimeSim {
     Sample *samples;
     size_t n_samples, samples_cap;
     size_t preemptions, reconfigurations, ooms, oom_repeats, drains;
+    size_t unfit; /* jobs whose class outgrew every GPU: never run again */
     double lost_gpu_ms, ckpt_gpu_ms;
     bool dirty;
     uint64_t changes; /* bumped by every event that changes something */
@@ -334,34 +335,51 @@ static void take_off(TimeSim *s, uint32_t j)
     account(s, j, -1, productive);
     sj->attained_base += (double)(s->now_ms - sj->sj.run_start_ms) * sj->gpus_asked;
     sj->alloc_eq = sj->busy_eq = 0;
-    sched_release(&s->sched, &sj->sj);
+    sched_release(&s->sched, &sj->sj, s->now_ms);
     unhold(s, j);
     sj->epoch++;
     s->dirty = true;
 }
 
-/* Size a job from what its class is known to need. */
+/* Size a job from what its class is known to need: a slice, share or fraction grows to
+ * the smallest that holds the learned peak, whole GPUs keep to the models that hold it.
+ * 0 when sized (or nothing is known), 1 when no GPU of the cluster holds it. */
 static int size_from_learning(TimeSim *s, uint32_t j)
 {
     const JobSpec *spec = spec_of(s, j);
-    if (spec->req != REQ_MEMORY && spec->req != REQ_MIG)
-        return 0;
-    uint64_t want = learn_memory_for(&s->learn, spec);
     SimJob *sj = &s->jobs[j];
-    /* what the current request gives on the model it would get: its smallest slice */
-    uint64_t have = UINT64_MAX;
+    const Request *cur = &sj->sj.req;
+    uint64_t want = learn_memory_for(&s->learn, spec);
+    if (!want || cur->kind == REQ_NONE)
+        return 0;
+    /* the least the current request gives on a model it may get */
+    uint64_t have = UINT64_MAX, holds = 0;
     for (size_t mi = 0; mi < s->c->n_models; mi++) {
-        if (!(sj->sj.req.models & (1ull << mi)))
+        uint64_t bit = 1ull << mi;
+        if (!(cur->models & bit))
             continue;
         const GpuModel *m = &s->c->models[mi].m;
-        int p = sj->sj.req.mig_profile[mi];
-        uint64_t g = p >= 0 ? m->profiles[p].memory_mib
-                            : (uint64_t)m->memory_mib * sj->sj.req.share_milli[mi] / 1000;
-        if (g < have)
-            have = g;
+        uint64_t g = m->memory_mib;
+        if (cur->kind != REQ_GPUS) {
+            int p = cur->mig_profile[mi];
+            if (cur->share_milli[mi])
+                g = (uint64_t)m->memory_mib * cur->share_milli[mi] / 1000;
+            if (p >= 0 && m->profiles[p].memory_mib < g)
+                g = m->profiles[p].memory_mib;
+        }
+        have = MIN(have, g);
+        if (m->memory_mib >= want)
+            holds |= bit;
     }
-    if (!want || want <= have)
+    if (want <= have)
         return 0;
+    if (!holds)
+        return 1;
+    if (cur->kind == REQ_GPUS) {
+        sj->sj.req.models &= holds;
+        sj->sj.req.shape = -1;
+        return 0;
+    }
     JobSpec tmp = *spec;
     tmp.req = REQ_MEMORY;
     tmp.gpu_memory_mib = want;
@@ -369,10 +387,10 @@ static int size_from_learning(TimeSim *s, uint32_t j)
     Buf why = {0};
     int rc = request_from_job(s->c, &tmp, &r, &why);
     buf_free(&why);
-    if (rc == 0) {
-        r.shape = -1;
-        sj->sj.req = r;
-    }
+    if (rc < 0)
+        return 1;
+    r.shape = -1;
+    sj->sj.req = r;
     return 0;
 }
 
@@ -386,6 +404,14 @@ static int enqueue(TimeSim *s, uint32_t j)
                              ? NO_DURATION
                              : (int64_t)MAX(0.0, (double)sj->estimate_total_ms - sj->done_ms);
     int err = size_from_learning(s, j);
+    if (err == 1) {
+        /* its class ran out of memory on the largest GPU there is: it can never run */
+        sj->phase = PH_NEVER;
+        s->unfit++;
+        evlog_job(&s->ev, s->now_ms, "unschedulable", spec_of(s, j)->name,
+                  "its workload class needs more GPU memory than any GPU of the cluster has");
+        return 0;
+    }
     if (!err)
         err = sched_enqueue(&s->sched, &sj->sj);
     s->dirty = true;
@@ -465,7 +491,7 @@ static void check_guarantees(TimeSim *s)
         s->team_unmet[t] = false;
     if (!c->n_teams)
         return;
-    for (size_t i = 0; i < s->sched.queued && i < s->sched.order_cap; i++) {
+    for (size_t i = 0; i < s->sched.n_order; i++) {
         const SchedJob *q = s->sched.order[i];
         if (!q->queued || q->team == TEAM_NONE)
             continue;
@@ -505,7 +531,7 @@ static int schedule(TimeSim *s)
         }
     }
     /* jobs that hold part of a gang while waiting (no-gang policies) */
-    for (size_t i = 0; i < s->sched.queued && i < s->sched.order_cap && !err; i++) {
+    for (size_t i = 0; i < s->sched.n_order && !err; i++) {
         SchedJob *q = s->sched.order[i];
         SimJob *sj = &s->jobs[q->id];
         if (!q->queued || !q->pl.n_workers)
@@ -528,7 +554,7 @@ static int schedule(TimeSim *s)
     check_guarantees(s);
     /* saturated: the waiting work could fill every idle GPU */
     double waiting = 0;
-    for (size_t i = 0; i < s->sched.queued && i < s->sched.order_cap; i++)
+    for (size_t i = 0; i < s->sched.n_order; i++)
         if (s->sched.order[i]->queued)
             waiting += s->sched.order[i]->ask_units / GPU_UNITS;
     s->saturated = waiting > 0 && waiting >= (double)s->c->n_gpus - s->alloc;
@@ -773,7 +799,13 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     }
     /* the run ends with the last event; what still waits never got placed */
     res->never_placed = sched_queue_len(&s.sched);
-    for (size_t i = 0; i < s.sched.queued && i < s.sched.order_cap; i++)
+    res->unschedulable += s.unfit;
+    int n_left = sched_order(&s.sched);
+    if (n_left < 0) {
+        err = n_left;
+        goto out;
+    }
+    for (int i = 0; i < n_left; i++)
         evlog_job(&s.ev, s.now_ms, "never-placed", spec_of(&s, s.sched.order[i]->id)->name,
                   s.sched.order[i]->reason);
     if (s.end_ms < s.t0_ms)

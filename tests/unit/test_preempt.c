@@ -59,6 +59,7 @@ typedef struct World {
     SchedJob *running[MAX_JOBS];
     size_t n_running;
     SchedDecisions d;
+    int64_t now; /* the last cycle's time */
 } World;
 
 static int world_setup(void **state)
@@ -221,6 +222,7 @@ static SchedJob *run_on(World *w, JobArgs a, unsigned mask, int64_t start_ms, in
 static void cycle(World *w, int64_t now)
 {
     w->d.n = 0;
+    w->now = now;
     assert_int_equal(sched_cycle(&w->s, now, w->running, w->n_running, &w->d), 0);
     for (size_t k = 0; k < w->d.n; k++) {
         if (w->d.d[k].kind != SCHED_START)
@@ -233,7 +235,8 @@ static void cycle(World *w, int64_t now)
     assert_true(cluster_consistent(w->c));
 }
 
-static void finish(World *w, SchedJob *j)
+/* The job ends at t. */
+static void finish_at(World *w, SchedJob *j, int64_t t)
 {
     size_t keep = 0;
     for (size_t i = 0; i < w->n_running; i++)
@@ -241,8 +244,14 @@ static void finish(World *w, SchedJob *j)
             w->running[keep++] = w->running[i];
     assert_int_equal(keep + 1, w->n_running);
     w->n_running = keep;
-    sched_release(&w->s, j);
+    sched_release(&w->s, j, t);
     assert_true(cluster_consistent(w->c));
+}
+
+/* The job ends at the last cycle's time. */
+static void finish(World *w, SchedJob *j)
+{
+    finish_at(w, j, w->now);
 }
 
 /* Everything about the allocation state but the nodes' version stamps. */
@@ -572,9 +581,7 @@ static void test_quota_ties_fewer_victims_then_grace(void **state)
  * node too. One node of 4 GPUs, all held by low preemptible work from 0: a (2 GPUs, 5 min
  * since its checkpoint: 2 x 28,000 x 300,000 = 1.68e10), b and c (1 GPU each, 6 min:
  * 28,000 x 360,000 = 1.008e10 each, 2.016e10 together). p (production, 2 GPUs) needs two
- * GPUs: {a} loses less than {b, c}, and is one victim. Fails today: on a node, victims
- * are taken cheapest first until p fits (b, then c) and only unneeded ones are spared,
- * so {a} is never tried. */
+ * GPUs: {a} loses less than {b, c}, and is one victim. */
 static void test_quota_least_lost_work_on_one_node(void **state)
 {
     World *w = *state;
@@ -841,9 +848,7 @@ static void test_victims_stop_and_room_is_held(void **state)
  * cluster; v (grace 60 s) is preempted for p at 1 h, so it is gone at 1 h + 60 s and
  * p's reservation of node 0 starts then. At 1 h + 30 s, b (normal, 1 GPU, estimate 40 s:
  * running until 1 h + 70 s) arrives behind p: it would still hold a GPU of node 0 when p
- * should start, so it must go to node 1. Fails today: the reservation is rebuilt each
- * cycle from now + grace (1 h + 90 s at that cycle), so b seems gone in time, backfills
- * node 0, and at 1 h + 60 s p does not fit. */
+ * should start, so it must go to node 1. */
 static void test_held_room_starts_when_the_victim_stops(void **state)
 {
     World *w = *state;

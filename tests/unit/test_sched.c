@@ -57,6 +57,7 @@ typedef struct World {
     SchedJob *running[MAX_JOBS]; /* every job holding an allocation, in start order */
     size_t n_running;
     SchedDecisions d; /* the last cycle's */
+    int64_t now;      /* the last cycle's time */
 } World;
 
 /* A pool of `nodes` H100 nodes (NVSwitch) of `gpus` GPUs each. */
@@ -197,6 +198,7 @@ static SchedJob *submit(World *w, JobArgs a)
 static void cycle(World *w, int64_t now)
 {
     w->d.n = 0;
+    w->now = now;
     assert_int_equal(sched_cycle(&w->s, now, w->running, w->n_running, &w->d), 0);
     for (size_t k = 0; k < w->d.n; k++) {
         const SchedDecision *d = &w->d.d[k];
@@ -222,8 +224,8 @@ static void cycle(World *w, int64_t now)
     assert_true(cluster_consistent(w->c));
 }
 
-/* The job stopped: release it and drop it from the running list. */
-static void finish(World *w, SchedJob *j)
+/* The job stopped at t: release it and drop it from the running list. */
+static void finish_at(World *w, SchedJob *j, int64_t t)
 {
     size_t keep = 0;
     bool found = false;
@@ -235,8 +237,14 @@ static void finish(World *w, SchedJob *j)
     }
     assert_true(found);
     w->n_running = keep;
-    sched_release(&w->s, j);
+    sched_release(&w->s, j, t);
     assert_true(cluster_consistent(w->c));
+}
+
+/* The job ends at the last cycle's time. */
+static void finish(World *w, SchedJob *j)
+{
+    finish_at(w, j, w->now);
 }
 
 static size_t count(const World *w, SchedDecisionKind kind)
@@ -440,11 +448,10 @@ static void test_order_fair_share_decays(void **state)
 }
 
 /* Rule: fair share counts what a team held up to the end of each run. a_run (A, 1 GPU)
- * runs 0-1 h (half-life 1 h); the caller releases it when it ends, then runs the cycle
- * at 1 h, as a caller does after a job finishes. usage_A must be 14,000 h/ln2 and B's
- * later probe must go before A's earlier one. Fails today: tenancy_advance() in
- * sched_cycle integrates the held units as they are after the release (0), so the run's
- * usage since the previous cycle is lost. */
+ * runs 0-1 h (half-life 1 h); the caller releases it when it ends, at 1 h, then runs the
+ * cycle at 1 h, as a caller does after a job finishes. usage_A must be 14,000 h/ln2 and
+ * B's later probe must go before A's earlier one. (sched_release counts the usage up to
+ * the release, so the run's last stretch is not lost.) */
 static void test_fair_share_counts_a_run_to_its_end(void **state)
 {
     World *w = *state;
@@ -459,7 +466,7 @@ static void test_fair_share_counts_a_run_to_its_end(void **state)
     SchedJob *filler = submit(w, (JobArgs){.submit_ms = 1});
     cycle(w, 0);
     assert_true(started(w, a_run) && started(w, filler));
-    finish(w, a_run);
+    finish_at(w, a_run, HOUR_MS);
     SchedJob *a_p = submit(w, (JobArgs){.gpus = 4, .team = "a", .submit_ms = 10});
     SchedJob *b_p = submit(w, (JobArgs){.gpus = 4, .team = "b", .submit_ms = 20});
     cycle(w, HOUR_MS);
@@ -473,9 +480,7 @@ static void test_fair_share_counts_a_run_to_its_end(void **state)
 }
 
 /* Rule: with equal fair share, age decides. Teams A and B have used nothing (both keys
- * 0); B's job was submitted at 10, A's at 20: B's goes first. Fails today: the buckets of
- * teams with equal keys are merged in team index order, so every job of team 0 goes
- * before every job of team 1 whatever their age. */
+ * 0); B's job was submitted at 10, A's at 20: B's goes first. */
 static void test_order_equal_share_goes_by_age(void **state)
 {
     World *w = *state;
@@ -498,9 +503,7 @@ static void test_order_equal_share_goes_by_age(void **state)
 /* Rule: after a cycle s->order gives queue positions: its first sched_queue_len() entries
  * are the jobs still waiting, in order (callers have no other count; the simulator walks
  * it that way). One 4-GPU node: j0 (4 GPUs, @0) starts, j1 and j2 (4 GPUs, @1 and @2)
- * wait: positions 0 and 1 are j1 and j2. Fails today: started jobs stay in s->order
- * (marked not queued), so with k jobs started the last k waiting jobs are past
- * sched_queue_len(). */
+ * wait: positions 0 and 1 are j1 and j2. */
 static void test_queue_positions_after_a_cycle(void **state)
 {
     World *w = *state;
@@ -650,9 +653,7 @@ static void test_start_applies_and_release_gives_back(void **state)
 /* Rule: a job released and queued again (preempted, or failed) is one job in the queue.
  * One node of 4 GPUs: j (1 GPU) starts at 0, fails at 10 and the caller releases it and
  * queues it again before the next cycle, as sched_release's comment says to. At 20 j
- * must start once, holding one GPU. Fails today: the started job's old entry stays in
- * its bucket until a cycle walks it, so the bucket holds j twice, build_order() lists it
- * twice, and the cycle starts it twice (a second START, a second allocation). */
+ * must start once, holding one GPU. */
 static void test_requeue_before_next_cycle(void **state)
 {
     World *w = *state;
@@ -676,9 +677,7 @@ static void test_requeue_before_next_cycle(void **state)
 
 /* Rule: the same holds for a job taken out of the queue and put back (to change its
  * class, say) before a cycle: k (1 GPU, normal) is dequeued, made high and queued again;
- * the queue holds it once, at its new class, and the cycle starts it once. Fails today
- * for the same reason: the old entry, in the normal bucket, is still there and k is
- * queued again, so both entries count. */
+ * the queue holds it once, at its new class, and the cycle starts it once. */
 static void test_dequeue_then_enqueue_is_one_job(void **state)
 {
     World *w = *state;
@@ -731,9 +730,7 @@ static void test_dequeue(void **state)
  * GPU of the same shape. At 0: a1 (A) and x (B) start, j (A, low) waits at the burst
  * limit. At 10 a1 has ended; k and k2 (B, high) arrive: k takes the free GPU, k2 does not
  * fit (the placer's reason), and j, now inside its burst, does not fit either: its reason
- * must say so (as k2's does), not "its team is at its burst limit". Fails today: try_place() reuses
- * the shape's failure from earlier in the cycle and copies its reason only into a job with no
- * reason yet, so j keeps last cycle's. */
+ * must say so (as k2's does), not "its team is at its burst limit". */
 static void test_reason_is_this_cycles(void **state)
 {
     World *w = *state;
@@ -821,9 +818,7 @@ static void test_backfill_window(void **state)
 /* Rule: SchedJob.estimate_ms is what is left of a run. Same cluster; r1 (2 GPUs) started
  * at 0 and at 5,000 has 10,000 left: it is expected to end at 15,000. g (4 GPUs) arriving
  * at 5,000 reserves node 0 from 15,000; b (1 GPU, estimate 7,000: gone at 12,000) fits in
- * the window and starts on node 0. Fails today: reserve_gang() (by_end and its start)
- * takes run_start_ms + estimate_ms = 10,000 as the end, as if the estimate were the
- * run's total, so the reservation starts too early and b is pushed to node 1. */
+ * the window and starts on node 0. */
 static void test_reservation_uses_remaining_estimate(void **state)
 {
     World *w = *state;
@@ -851,9 +846,7 @@ static void test_reservation_uses_remaining_estimate(void **state)
 /* Rule: the reservation counts every running job, including one the same cycle started.
  * Same cluster; r1 (2 GPUs, estimate 10,000), g (4 GPUs) and b (1 GPU, estimate 20,000)
  * all arrive at 0. r1 starts on node 0; g reserves node 0 from 10,000; b, which would
- * run past 10,000, goes to node 1. Fails today: reserve_gang() frees only the jobs of the
- * caller's running list, which does not hold r1 yet, so g finds no time at all, reserves
- * nothing, and b backfills node 0 and delays g to 20,000. */
+ * run past 10,000, goes to node 1. */
 static void test_reservation_counts_jobs_started_this_cycle(void **state)
 {
     World *w = *state;
@@ -924,8 +917,7 @@ static void test_max_reservations(void **state)
 
 /* Rule: a waiting job's reason says what keeps it waiting. In the max_reservations scene
  * (two reservations) s waits only because both nodes' free GPUs are reserved for the
- * gangs ahead: its reason must say so. Fails today: the placer's explanation ignores the
- * blocked nodes and says "no node has 1 free GPU", though both nodes have one. */
+ * gangs ahead: its reason must say so. */
 static void test_reason_names_the_reservation(void **state)
 {
     World *w = *state;
@@ -955,9 +947,7 @@ static void test_reason_names_the_reservation(void **state)
  * reserves the node from 10,000; b (1 GPU, normal like g, preemptible, no estimate)
  * backfills it. At 10,000 r1 ends: g does not fit because of b, so b must get a
  * SCHED_PREEMPT for g (stopping, nominated g); once b is released, g starts. (b is of
- * g's class, so quota preemption would not take it: only the reservation rule does.)
- * Fails today: move_backfill() is never reached, since reservations are rebuilt each
- * cycle and g's own is made only after the check for it, so g just waits behind b. */
+ * g's class, so quota preemption would not take it: only the reservation rule does.) */
 static void test_reservation_time_moves_backfill(void **state)
 {
     World *w = *state;
@@ -1093,9 +1083,7 @@ static void test_drain_for_whole_gpu_work(void **state)
 /* Rule: a draining GPU takes no new slices, also once its last slice has ended. The same
  * start: GPU 0 is draining for w. s0 ends, so GPU 0 is idle (its 1g instance kept); a
  * high-priority slice s3 arrives and goes before w in the queue. s3 must go to GPU 1
- * (a fresh slot beside s1) and w must get GPU 0. Fails today: the placer skips a
- * draining GPU only while it has busy instances (`g->draining && g->mig_busy` in
- * place.c), so s3 reuses GPU 0's idle instance and w waits on. */
+ * (a fresh slot beside s1) and w must get GPU 0. */
 static void test_draining_gpu_takes_no_slice_when_idle(void **state)
 {
     World *w = *state;
