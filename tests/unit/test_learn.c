@@ -3,7 +3,13 @@
  * so the replicas and reruns of one workload ("llama-serve-3", "llama-serve-17") share
  * what was learned and another team's job of the same name does not. The table keeps
  * the largest peak seen per class, and a job asking by memory is raised to its class's
- * peak (never lowered), which is what stops an out-of-memory failure from repeating. */
+ * peak (never lowered), which is what stops an out-of-memory failure from repeating.
+ * End to end in the simulator's time mode (sim/timesim.c): a job that runs out of memory
+ * does so once; it and the next job of its class are sized up (a MIG slice to a larger
+ * profile, an MPS fraction to a larger share), and a class whose peak no GPU of the
+ * cluster holds is marked unschedulable instead of being retried without end. A comment
+ * that begins with "Rule:" pins a rule the code broke when the test was written, and says
+ * how it failed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,9 +19,14 @@
 
 #include "core/job.h"
 #include "core/learn.h"
+#include "sim/sim.h"
+#include "spec/spec.h"
+#include "util/buf.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A job spec that points at the caller's strings (never freed: not job_spec_free). */
 static JobSpec spec(const char *team, const char *name, const char *cls)
@@ -171,12 +182,219 @@ static void test_memory_for(void **state)
     learn_free(&l);
 }
 
+/* ---- end to end in the simulator ---- */
+
+typedef struct World {
+    Cluster *c;
+    JobList jobs;
+    SimInput in;
+} World;
+
+/* A cluster from YAML, jobs from the simulator's CSV; time mode with the defaults:
+ * MIG reconfiguration 10 s, an out-of-memory failure 30 s after the start. */
+static void world_init(World *w, const char *cluster_yaml, const char *jobs_csv)
+{
+    Buf err = {0};
+    *w = (World){0};
+    if (spec_parse_cluster_yaml(cluster_yaml, strlen(cluster_yaml), "c.yaml", &w->c, &err))
+        fail_msg("cluster: %s", buf_str(&err));
+    if (spec_parse_jobs_csv(jobs_csv, strlen(jobs_csv), "j.csv", &w->jobs, &err))
+        fail_msg("jobs: %s", buf_str(&err));
+    buf_free(&err);
+    w->in = (SimInput){.cluster = w->c,
+                       .jobs = &w->jobs,
+                       .trace_name = "j",
+                       .opt = {.mode = SIM_TIME,
+                               .reconfig_delay_ms = 10000,
+                               .min_runtime_ms = 300000,
+                               .half_life_ms = 3600000,
+                               .grace_ms = 30000,
+                               .oom_after_ms = 30000,
+                               .guarantee_tolerance_ms = 120000,
+                               .tune_ratio = 1.3,
+                               .events = true,
+                               .timeline_points = 600}};
+    assert_int_equal(sim_prepare(&w->in), 0);
+}
+
+static void world_free(World *w)
+{
+    sim_input_free(&w->in);
+    job_list_free(&w->jobs);
+    cluster_free(w->c);
+}
+
+/* A run that loops (a job retried for ever) fails the test by SIGALRM, not by hanging. */
+static void run(const World *w, RunResult *ret)
+{
+    SimPolicy sp;
+    Buf err = {0};
+    if (sim_policy_parse("first-fit+priority", &sp, &err))
+        fail_msg("policy: %s", buf_str(&err));
+    buf_free(&err);
+    *ret = (RunResult){0};
+    alarm(60);
+    assert_int_equal(sim_run_time(&w->in, &sp, 1, ret), 0);
+    alarm(0);
+}
+
+/* The nth (from 0) event line of this type about this job, copied into out; false if
+ * there is none. */
+static bool event_line(const RunResult *r, const char *type, const char *job, int nth, char *out,
+                       size_t outlen)
+{
+    char pat[128];
+    snprintf(pat, sizeof(pat), "\"type\": \"%s\", \"job\": \"%s\"", type, job);
+    const char *p = buf_str(&r->events);
+    while (p && *p) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *hit = strstr(p, pat);
+        if (hit && hit < p + len && nth-- == 0) {
+            snprintf(out, outlen, "%.*s", (int)len, p);
+            return true;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return false;
+}
+
+/* The event exists, at t_ms, and its line holds `has` (NULL: anything). */
+static void event_is(const RunResult *r, const char *type, const char *job, int nth, int64_t t_ms,
+                     const char *has)
+{
+    char line[1024];
+    if (!event_line(r, type, job, nth, line, sizeof(line)))
+        fail_msg("no %s event #%d for %s", type, nth, job);
+    long long t;
+    assert_int_equal(sscanf(line, "{\"t_ms\": %lld,", &t), 1);
+    if (t != t_ms)
+        fail_msg("%s #%d of %s at %lld, expected %lld", type, nth, job, t, (long long)t_ms);
+    if (has && !strstr(line, has))
+        fail_msg("%s #%d of %s: no '%s' in %s", type, nth, job, has, line);
+}
+
+/* One A100-80GB, MIG allowed, unpartitioned. Class search/serve:
+ *   0 s    serve-1 (1g.10gb, peak 12,000 MiB, 100 s of work) arrives: the GPU is carved
+ *          (1g.10gb at slot 0) and it starts at 10 s.
+ *   40 s   out of memory (12,000 > 9,728), its work is lost; 12,000 is learned and the
+ *          job queued again, sized one up: 1g.20gb. It cannot reuse the idle 1g.10gb;
+ *          its first free start is slot 2: a reconfiguration; it starts at 50 s.
+ *   150 s  serve-1 finishes (50 + 100).
+ *   500 s  serve-2 (same class, asks 1g.10gb, peak 12,000) is sized 1g.20gb before it
+ *          is placed: it reuses the idle 1g.20gb at slot 2, starts at once, no OOM;
+ *          finishes at 600 s.
+ *   700 s  ads/serve-3 (another team: another class, nothing learned) asks 1g.10gb,
+ *          peaks at 5,000: it keeps 1g.10gb and reuses the idle one at slot 0.
+ * One OOM, no repeat, two reconfigurations, three jobs finished. */
+static void test_sim_oom_does_not_repeat(void **state)
+{
+    (void)state;
+    World w;
+    world_init(&w,
+               "name: t\n"
+               "pools:\n"
+               "  - {name: a, tier: owned, nodes: 1,\n"
+               "     node: {gpu_model: A100-80GB, gpus: 1, mig: true}}\n",
+               "id,team,kind,mig,submit_s,duration_s,peak_memory_mib\n"
+               "serve-1,search,inference,1g.10gb,0,100,12000\n"
+               "serve-2,search,inference,1g.10gb,500,100,12000\n"
+               "serve-3,ads,inference,1g.10gb,700,100,5000\n");
+    RunResult r;
+    run(&w, &r);
+    assert_int_equal(r.time.oom_failures, 1);
+    assert_int_equal(r.time.oom_repeats, 0);
+    assert_int_equal(r.time.reconfigurations, 2);
+    assert_int_equal(r.time.finished, 3);
+    event_is(&r, "start", "serve-1", 0, 10000, "\"profile\": \"1g.10gb\", \"start\": 0");
+    event_is(&r, "oom", "serve-1", 0, 40000, NULL);
+    event_is(&r, "start", "serve-1", 1, 50000, "\"profile\": \"1g.20gb\", \"start\": 2");
+    event_is(&r, "finish", "serve-1", 0, 150000, NULL);
+    event_is(&r, "start", "serve-2", 0, 500000, "\"profile\": \"1g.20gb\", \"start\": 2");
+    event_is(&r, "finish", "serve-2", 0, 600000, NULL);
+    event_is(&r, "start", "serve-3", 0, 700000, "\"profile\": \"1g.10gb\", \"start\": 0");
+    char line[1024];
+    assert_false(event_line(&r, "oom", "serve-2", 0, line, sizeof(line)));
+    assert_false(event_line(&r, "oom", "serve-3", 0, line, sizeof(line)));
+    run_result_free(&r);
+    world_free(&w);
+}
+
+/* Rule: a gpu_fraction job is sized from what its class learned, like a slice. One
+ * A100-80GB, not partitioned. f-1 (search) asks gpu_fraction 0.1 = 8,192 MiB of 81,920
+ * and peaks at 12,000 MiB; 100 s of work. It starts at 0 (an MPS share needs no
+ * reconfiguration) and runs out of memory at 30 s. It is sized up to the share that
+ * holds 12,000 MiB, ceil(12,000 x 1000 / 81,920) = 147 thousandths (12,042 MiB), started
+ * again at 30 s and finished at 130 s: one OOM, no repeat. (It failed by never ending:
+ * restarted at 0.1, the job ran out of memory every 30 s for ever.) */
+static void test_sim_fraction_oom_does_not_repeat(void **state)
+{
+    (void)state;
+    World w;
+    world_init(&w,
+               "name: t\n"
+               "pools:\n"
+               "  - {name: a, tier: owned, nodes: 1, node: {gpu_model: A100-80GB, gpus: 1}}\n",
+               "id,team,kind,gpu_fraction,submit_s,duration_s,peak_memory_mib\n"
+               "f-1,search,inference,0.1,0,100,12000\n");
+    RunResult r;
+    run(&w, &r);
+    assert_int_equal(r.time.oom_failures, 1);
+    assert_int_equal(r.time.oom_repeats, 0);
+    assert_int_equal(r.time.finished, 1);
+    event_is(&r, "oom", "f-1", 0, 30000, NULL);
+    event_is(&r, "start", "f-1", 1, 30000, "\"fraction\": 0.147");
+    event_is(&r, "finish", "f-1", 0, 130000, NULL);
+    run_result_free(&r);
+    world_free(&w);
+}
+
+/* Rule: a class that needs more memory than any GPU of the cluster has is not retried.
+ * One A100-80GB (81,920 MiB), not partitioned. w-1 (search, 1 whole GPU, peak 100,000
+ * MiB, 100 s of work) starts at 0 and runs out of memory at 30 s; 100,000 is learned, no
+ * GPU holds it, so at 30 s w-1 is unschedulable rather than queued again. w-2 (the same
+ * class) arriving at 500 s is unschedulable at once, without an OOM of its own. One OOM,
+ * no repeat, nothing finished, two unschedulable, and the run ends. (It failed by never
+ * ending: w-1 was queued again on the same GPU and ran out of memory every 30 s.) */
+static void test_sim_oom_beyond_every_gpu_is_unschedulable(void **state)
+{
+    (void)state;
+    World w;
+    world_init(&w,
+               "name: t\n"
+               "pools:\n"
+               "  - {name: a, tier: owned, nodes: 1, node: {gpu_model: A100-80GB, gpus: 1}}\n",
+               "id,team,kind,gpus,submit_s,duration_s,peak_memory_mib\n"
+               "w-1,search,training,1,0,100,100000\n"
+               "w-2,search,training,1,500,100,100000\n");
+    RunResult r;
+    run(&w, &r);
+    assert_int_equal(r.time.oom_failures, 1);
+    assert_int_equal(r.time.oom_repeats, 0);
+    assert_int_equal(r.time.finished, 0);
+    assert_int_equal(r.time.unschedulable, 2);
+    event_is(&r, "start", "w-1", 0, 0, NULL);
+    event_is(&r, "oom", "w-1", 0, 30000, NULL);
+    event_is(&r, "unschedulable", "w-1", 0, 30000, "more GPU memory than any GPU");
+    event_is(&r, "unschedulable", "w-2", 0, 500000, "more GPU memory than any GPU");
+    char line[1024];
+    assert_false(event_line(&r, "start", "w-1", 1, line, sizeof(line)));
+    assert_false(event_line(&r, "start", "w-2", 0, line, sizeof(line)));
+    run_result_free(&r);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_class_of),        cmocka_unit_test(test_class_sharing),
-        cmocka_unit_test(test_class_truncated), cmocka_unit_test(test_record_keeps_largest),
+        cmocka_unit_test(test_class_of),
+        cmocka_unit_test(test_class_sharing),
+        cmocka_unit_test(test_class_truncated),
+        cmocka_unit_test(test_record_keeps_largest),
         cmocka_unit_test(test_memory_for),
+        cmocka_unit_test(test_sim_oom_does_not_repeat),
+        cmocka_unit_test(test_sim_fraction_oom_does_not_repeat),
+        cmocka_unit_test(test_sim_oom_beyond_every_gpu_is_unschedulable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

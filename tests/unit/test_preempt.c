@@ -7,10 +7,10 @@
  * victim's last checkpoint (28,000 units a GPU):
  *  - quota mode (gpuorch): borrowed work of any team first, preemptible or not; then
  *    preemptible work of a lower class; never another team's guaranteed work for a
- *    normal or low job; never production; never before min_runtime_ms; the set losing
- *    the least work wins, then the fewest victims, then the shortest grace; a gang
- *    victim counts and goes whole; only production or work inside its guarantee may
- *    preempt at all;
+ *    normal or low job; never production (which may borrow above its guarantee, up to
+ *    its burst limit); never before min_runtime_ms; the set losing the least work wins,
+ *    then the fewest victims, then the shortest grace; a gang victim counts and goes
+ *    whole; only production or work inside its guarantee may preempt at all;
  *  - kube priority mode: any lower class, the node whose victims' highest class is the
  *    least important, then the fewest victims;
  *  - Tiresias: lower-queue work, the latest submitted first;
@@ -643,6 +643,55 @@ static void test_production_never_a_victim(void **state)
     }
 }
 
+/* Production may borrow: only the burst limit holds it, not its team's guarantee; and
+ * borrowed production is still never a victim. One node of 8 GPUs; teams A and B, each
+ * guaranteed 4, burst 8. p1 (A, production, 4 GPUs) starts at 0, inside A's guarantee;
+ * p2 (A, 4 GPUs) starts at 10,000: A holds 8 > 4, so p2 is borrowed. At 1 h, b1 (B, high,
+ * 4 GPUs) finds the node full; it is inside B's guarantee, so it may preempt, and
+ * borrowed work goes first. With p2 production there is no victim: no SCHED_PREEMPT, b1
+ * waits and neither p1 nor p2 stops. The same scene with p2 high: b1 takes p2. */
+static void test_production_may_borrow_never_a_victim(void **state)
+{
+    World *w = *state;
+    for (int prod = 1; prod >= 0; prod--) {
+        Cluster *c = world_init(w, 8, 1, false);
+        add_team(c, "a", 4, 8);
+        add_team(c, "b", 4, 8);
+        world_start(w, SCHED_PREEMPT_QUOTA, SCHED_ORDER_PRIORITY);
+        SchedJob *p1 = job(w, (JobArgs){.gpus = 4, .prio = "production", .team = "a"});
+        assert_int_equal(sched_enqueue(&w->s, p1), 0);
+        cycle(w, 0);
+        assert_true(started(w, p1));
+        assert_false(p1->borrowed);
+        SchedJob *p2 = job(w, (JobArgs){.gpus = 4,
+                                        .prio = prod ? "production" : "high",
+                                        .team = "a",
+                                        .submit_ms = 10000});
+        assert_int_equal(sched_enqueue(&w->s, p2), 0);
+        cycle(w, 10000);
+        assert_true(started(w, p2));
+        assert_true(p2->borrowed);
+        assert_float_equal(w->s.ten.teams[0].held_units, 8.0 * GPU_UNITS, 1e-6);
+
+        SchedJob *b1 = job(w, (JobArgs){.gpus = 4, .prio = "high", .team = "b", .submit_ms = NOW});
+        const SchedJob *want[] = {p2};
+        expect_plan(w, NOW, b1, want, prod ? 0 : 1);
+        assert_int_equal(sched_enqueue(&w->s, b1), 0);
+        cycle(w, NOW);
+        assert_false(p1->stopping);
+        if (prod) {
+            assert_int_equal(w->d.n, 0);
+            assert_true(b1->queued);
+            assert_false(p2->stopping);
+        } else {
+            assert_int_equal(count(w, SCHED_PREEMPT), 1);
+            assert_true(preempted_for(w, p2, b1));
+            assert_string_equal(b1->reason, PREEMPTING_REASON);
+        }
+        world_free(w);
+    }
+}
+
 /* A gang victim counts whole and goes whole. Three nodes of 4 GPUs; all work low and
  * preemptible except f (normal). v is a gang of 2 workers x 2 GPUs, one on node 0 (with 2
  * GPUs free beside it) and one on node 1 (beside f, 2 GPUs). x holds 3 GPUs of node 2.
@@ -889,6 +938,7 @@ int main(void)
         T(test_quota_least_lost_work_on_one_node),
         T(test_min_runtime_protects_fresh_job),
         T(test_production_never_a_victim),
+        T(test_production_may_borrow_never_a_victim),
         T(test_gang_victim_goes_whole),
         T(test_plan_leaves_cluster_as_it_was),
         T(test_priority_mode),

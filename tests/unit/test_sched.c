@@ -5,7 +5,9 @@
  * works one rule of issue 4 out by hand in the comment above it:
  *  - queue order: class, then fair share (decayed), then age, then id; FIFO; Tiresias;
  *  - tenancy in the cycle: the burst limit, borrowed work, the oldest running work
- *    counted into the guarantee first, no quotas without teams;
+ *    counted into the guarantee first (a younger, smaller job fills what an older one
+ *    left), no quotas without teams; MIG slices and MPS shares as GPU-equivalents; a
+ *    waiting job's ask as the share it would get where its model runs without MIG;
  *  - starting applies the placement; sched_release gives it back exactly;
  *  - s->order after a cycle gives queue positions; waiting jobs say why, this cycle;
  *  - EASY backfill: a blocked whole-GPU job reserves the nodes it would get when the
@@ -14,8 +16,11 @@
  *    time the preemptible backfill is moved; a gang never holds part of an allocation;
  *  - drain: nearly empty partitioned GPUs stop taking slices while whole GPUs are
  *    wanted, and take them again when nobody waits for whole GPUs;
+ *  - tiers: production never lands on spot capacity, and a production job that allows
+ *    only spot is refused;
  *  - MIG slices placed by the gpuorch policy through the cycle: reuse an idle instance,
- *    fill a partitioned GPU before cutting a whole one, re-carve only idle instances.
+ *    fill a partitioned GPU before cutting a whole one, re-carve only idle instances;
+ *  - right-sizing: a gpu_memory job gets the smallest MIG profile that holds it.
  * A comment that begins with "Rule:" pins a rule the code broke when the test was
  * written, and says how it fails; it passes once the code keeps the rule. Victim choice
  * has its own file, test_preempt.c. */
@@ -33,6 +38,7 @@
 #include "util/buf.h"
 #include "util/rng.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,12 +66,15 @@ typedef struct World {
     int64_t now;      /* the last cycle's time */
 } World;
 
-/* A pool of `nodes` H100 nodes (NVSwitch) of `gpus` GPUs each. */
-static void add_pool(Cluster *c, const char *name, unsigned gpus, unsigned nodes, bool mig)
+/* A pool of `nodes` nodes (NVSwitch) of `gpus` GPUs of a catalogue model, in a tier. */
+static void add_pool_of(Cluster *c, const char *name, const char *model, Tier tier, unsigned gpus,
+                        unsigned nodes, bool mig)
 {
-    int mi = cluster_model(c, "H100", 16384);
+    int mi = cluster_model(c, model, 16384);
     assert_true(mi >= 0);
+    assert_true(c->models[mi].in_catalog);
     Pool p = {.name = (char *)name,
+              .tier = tier,
               .nodes = nodes,
               .model = (uint8_t)mi,
               .gpus = (uint8_t)gpus,
@@ -77,6 +86,12 @@ static void add_pool(Cluster *c, const char *name, unsigned gpus, unsigned nodes
     int pi = cluster_add_pool(c, &p);
     assert_true(pi >= 0);
     assert_int_equal(cluster_add_pool_nodes(c, (uint32_t)pi), 0);
+}
+
+/* A pool of `nodes` owned H100 nodes of `gpus` GPUs each. */
+static void add_pool(Cluster *c, const char *name, unsigned gpus, unsigned nodes, bool mig)
+{
+    add_pool_of(c, name, "H100", TIER_OWNED, gpus, nodes, mig);
 }
 
 static void add_team(Cluster *c, const char *name, double guaranteed, double burst)
@@ -137,6 +152,9 @@ typedef struct JobArgs {
     unsigned gpus;      /* per worker [1] */
     unsigned workers;   /* [1] */
     const char *mig;    /* REQ_MIG profile */
+    uint64_t mem_mib;   /* REQ_MEMORY: GPU memory */
+    unsigned milli;     /* REQ_FRACTION: thousandths of a GPU */
+    const char *model;  /* the one GPU model it allows [any] */
     const char *prio;   /* priority name ["normal"] */
     const char *team;   /* team name [none: TEAM_NONE] */
     bool preemptible;   /* */
@@ -155,6 +173,14 @@ static SchedJob *job(World *w, JobArgs a)
     js.gpus = (uint16_t)(a.gpus ? a.gpus : 1);
     js.workers = a.workers ? a.workers : 1;
     js.mig = a.mig ? strdup(a.mig) : NULL;
+    js.gpu_memory_mib = a.mem_mib;
+    js.fraction_milli = (uint16_t)a.milli;
+    if (a.model) {
+        js.gpu_models = calloc(1, sizeof(*js.gpu_models));
+        assert_non_null(js.gpu_models);
+        js.gpu_models[0] = strdup(a.model);
+        js.n_gpu_models = 1;
+    }
     js.cpu_milli = 1000;
     js.memory_mib = 4096;
     int prio = priority_from_name(a.prio ? a.prio : "normal");
@@ -599,6 +625,143 @@ static void test_no_teams_no_quotas(void **state)
     }
 }
 
+/* One node of 8 GPUs; team A guaranteed 4, burst 8. a1 (2 GPUs) starts at 0, a2 (3) at
+ * 10,000, a3 (1) at 20,000, a4 (2) at 30,000. Oldest first into the guarantee of 4:
+ *   a1: 0 + 2 = 2 <= 4 guaranteed     a2: 2 + 3 = 5 > 4 borrowed
+ *   a3: 2 + 1 = 3 <= 4 guaranteed (younger and smaller, it fills what a2 could not)
+ *   a4: 3 + 2 = 5 > 4 borrowed
+ * A holds 8 GPUs, 3 of them guaranteed. The cycle at 100,000 classifies again from the
+ * running list in reverse order and comes to the same answer. a1 ends; at 200,000:
+ * a2 3 <= 4 guaranteed, a3 3 + 1 = 4 <= 4 guaranteed, a4 6 > 4 borrowed: held 6 GPUs,
+ * 4 guaranteed. */
+static void test_guarantee_filled_oldest_first(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool(c, "h", 8, 1, false);
+    add_team(c, "a", 4, 8);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    static const unsigned gpus[] = {2, 3, 1, 2};
+    SchedJob *a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = submit(w, (JobArgs){.gpus = gpus[i], .team = "a", .submit_ms = 10000 * i});
+        cycle(w, 10000 * i);
+        assert_true(started(w, a[i]));
+    }
+    for (size_t i = 0; i < w->n_running / 2; i++) {
+        SchedJob *t = w->running[i];
+        w->running[i] = w->running[w->n_running - 1 - i];
+        w->running[w->n_running - 1 - i] = t;
+    }
+    cycle(w, 100000);
+    assert_int_equal(w->d.n, 0);
+    assert_false(a[0]->borrowed);
+    assert_true(a[1]->borrowed);
+    assert_false(a[2]->borrowed);
+    assert_true(a[3]->borrowed);
+    assert_float_equal(w->s.ten.teams[0].held_units, 8 * GPU, 1e-6);
+    assert_float_equal(w->s.ten.teams[0].guaranteed_held, 3 * GPU, 1e-6);
+
+    finish(w, a[0]);
+    cycle(w, 200000);
+    assert_false(a[1]->borrowed);
+    assert_false(a[2]->borrowed);
+    assert_true(a[3]->borrowed);
+    assert_float_equal(w->s.ten.teams[0].held_units, 6 * GPU, 1e-6);
+    assert_float_equal(w->s.ten.teams[0].guaranteed_held, 4 * GPU, 1e-6);
+    world_free(w);
+}
+
+/* MIG slices and MPS shares count as GPU-equivalents against guarantees and bursts. One
+ * node of 2 A100-80GB (MIG allowed) and one of 1 L4 (no MIG).
+ * Team M: guarantee 1 GPU, burst 2. m1..m8 each ask a 1g.10gb slice: 1 of the A100's 7
+ * compute slices = 28,000 / 7 = 4,000 units.
+ *   m1..m7: 7 x 1/7 = exactly 1 GPU-eq: all guaranteed (they fill GPU 0, slots 0..6);
+ *   m8: 8/7 > 1: borrowed (it carves GPU 1, slot 0);
+ *   M holds 8 x 4,000 = 32,000 units, 28,000 of them guaranteed.
+ * Team F: guarantee 0.5, burst 0.75. f1..f4 ask gpu_fraction 0.25 of the L4: 250
+ * thousandths x 28 = 7,000 units each.
+ *   f1, f2: 0.5 <= 0.5 guaranteed; f3: 0.75 > 0.5 borrowed, but 0.75 <= 0.75 burst;
+ *   f4: 1.0 > 0.75: at the burst limit, though the L4 has a quarter left.
+ * Eleven starts in one cycle. */
+static void test_slices_count_as_gpu_equivalents(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool_of(c, "a", "A100-80GB", TIER_OWNED, 2, 1, true);
+    add_pool_of(c, "l", "L4", TIER_OWNED, 1, 1, false);
+    add_team(c, "m", 1, 2);
+    add_team(c, "f", 0.5, 0.75);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    SchedJob *m[8], *f[4];
+    for (int i = 0; i < 8; i++) {
+        m[i] = submit(
+            w,
+            (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .team = "m", .submit_ms = 1000 * (i + 1)});
+        assert_float_equal(m[i]->ask_units, 4000, 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        f[i] = submit(w, (JobArgs){.req = REQ_FRACTION,
+                                   .milli = 250,
+                                   .model = "L4",
+                                   .team = "f",
+                                   .submit_ms = 1000 * (i + 1)});
+        assert_float_equal(f[i]->ask_units, 7000, 0);
+    }
+    cycle(w, 10000);
+    assert_int_equal(count(w, SCHED_START), 11);
+    for (int i = 0; i < 8; i++) {
+        assert_true(m[i]->running);
+        assert_float_equal(m[i]->units, 4000, 0);
+        assert_int_equal(m[i]->borrowed, i == 7);
+        const Grant *g = &m[i]->pl.workers[0].grants[0];
+        assert_int_equal(g->kind, GRANT_MIG);
+        assert_int_equal(g->index, i == 7 ? 1 : 0);
+        assert_int_equal(g->mig_start, i == 7 ? 0 : i);
+    }
+    assert_float_equal(w->s.ten.teams[0].held_units, 32000, 0);
+    assert_float_equal(w->s.ten.teams[0].guaranteed_held, 28000, 0);
+    for (int i = 0; i < 3; i++) {
+        assert_true(f[i]->running);
+        assert_float_equal(f[i]->units, 7000, 0);
+        assert_int_equal(f[i]->borrowed, i == 2);
+    }
+    assert_true(f[3]->queued);
+    assert_string_equal(f[3]->reason, BURST_REASON);
+    assert_float_equal(w->s.ten.teams[1].held_units, 21000, 0);
+    assert_float_equal(w->s.ten.teams[1].guaranteed_held, 14000, 0);
+    world_free(w);
+}
+
+/* Rule: a waiting job's ask is what it would hold where it may run: a MIG-capable model
+ * in a pool that never partitions it gives a gpu_memory job an MPS share, not a slice. One
+ * A100-80GB, MIG off. Team T: guarantee and burst 0.15 GPU = 4,200 units. x asks 15 GiB
+ * = 15,360 MiB: a share of ceil(15,360 x 1000 / 81,920) = ceil(187.5) = 188 thousandths
+ * = 188 x 28 = 5,264 units (the 1g.20gb slice it would get with MIG on is 4,000). So
+ * ask_units is 5,264, and 0 + 5,264 > 4,200: x waits at its burst limit. (It failed with
+ * the slice as the ask, 4,000: x started and T held 5,264 units, above its burst.) */
+static void test_ask_is_a_share_where_mig_is_off(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool_of(c, "a", "A100-80GB", TIER_OWNED, 1, 1, false);
+    add_team(c, "t", 0.15, 0.15);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    SchedJob *x = submit(w, (JobArgs){.req = REQ_MEMORY, .mem_mib = 15360, .team = "t"});
+    assert_float_equal(x->ask_units, 5264, 0);
+    cycle(w, 1000);
+    assert_false(started(w, x));
+    assert_string_equal(x->reason, BURST_REASON);
+    assert_int_equal(c->used_units, 0);
+    world_free(w);
+}
+
 /* ---- starting and releasing ---- */
 
 /* Two nodes of 4 GPUs, first-fit. j (2 GPUs) and k (4 GPUs) at 500: both start, in queue
@@ -1024,6 +1187,64 @@ static void test_gang_all_or_nothing(void **state)
     }
 }
 
+/* ---- tiers ---- */
+
+/* Production never lands on spot capacity. Pool "spot" (spot tier) comes first, so
+ * first-fit tries node 0 (spot-0) before node 1 (od-0, on demand); 2 H100 each.
+ * n1 (low, preemptible, @0) and production p1, p2, p3 (@1,000, @2,000, @3,000), 1 GPU
+ * each, wait at 10,000. Production goes first: p1 and p2 skip spot-0 and take od-0's two
+ * GPUs; p3 finds od-0 full and spot-0 excluded: it waits, though spot-0 has room, and the
+ * placer says one node was excluded. n1 lands on spot-0. At 400,000 (n1 past its minimum
+ * run time) p3 still waits and does not preempt n1: stopping it would free only spot
+ * capacity. A production job that allows only spot is refused by request_from_job. */
+static void test_production_never_on_spot(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool_of(c, "spot", "H100", TIER_SPOT, 2, 1, false);
+    add_pool_of(c, "od", "H100", TIER_ON_DEMAND, 2, 1, false);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    SchedJob *n1 = submit(w, (JobArgs){.prio = "low", .preemptible = true, .submit_ms = 0});
+    SchedJob *p[3];
+    for (int i = 0; i < 3; i++)
+        p[i] = submit(w, (JobArgs){.prio = "production", .submit_ms = 1000 * (i + 1)});
+    assert_false(p[0]->req.tiers & (1u << TIER_SPOT));
+    assert_true(n1->req.tiers & (1u << TIER_SPOT));
+    cycle(w, 10000);
+    assert_int_equal(w->d.n, 3);
+    assert_true(started(w, p[0]) && started(w, p[1]) && started(w, n1));
+    assert_string_equal(c->nodes[node_of(p[0])].name, "od-0");
+    assert_string_equal(c->nodes[node_of(p[1])].name, "od-0");
+    assert_string_equal(c->nodes[node_of(n1)].name, "spot-0");
+    assert_true(p[2]->queued);
+    if (!strstr(p[2]->reason, "1 excluded by model, fabric, tier or drain"))
+        fail_msg("p3 waits for on-demand room, its reason says: \"%s\"", p[2]->reason);
+
+    cycle(w, 400000);
+    assert_int_equal(w->d.n, 0);
+    assert_false(n1->stopping);
+    assert_true(p[2]->queued);
+    world_free(w);
+
+    c = new_cluster();
+    add_pool_of(c, "spot", "H100", TIER_SPOT, 2, 1, false);
+    JobSpec js;
+    job_spec_init(&js);
+    js.req = REQ_GPUS;
+    js.gpus = 1;
+    js.priority = PRIO_PRODUCTION;
+    js.tiers = 1u << TIER_SPOT;
+    Request r;
+    Buf why = {0};
+    assert_int_equal(request_from_job(c, &js, &r, &why), -EINVAL);
+    assert_string_equal(buf_str(&why),
+                        "production jobs may not run on spot capacity, and spot is all it allows");
+    buf_free(&why);
+    cluster_free(c);
+}
+
 /* ---- drain ---- */
 
 /* One MIG node of 2 H100s; each GPU has one 1g.10gb instance (4,000 units, a seventh),
@@ -1270,6 +1491,62 @@ static void test_mig_recarve_only_idle(void **state)
     world_free(w);
 }
 
+/* ---- right-sizing ---- */
+
+/* A gpu_memory job gets the smallest MIG profile that holds it. A100-80GB profiles
+ * (memory the instance reports; memory slots, compute slices):
+ *   1g.10gb 9,728 (1, 1)   1g.20gb 19,968 (2, 1)   2g.20gb 19,968 (2, 2)
+ *   3g.40gb 40,192 (4, 3)  4g.40gb 40,192 (4, 4)   7g.80gb 80,640 (8, 7)
+ * The smallest: fewest memory slots, then fewest compute slices.
+ *   9,728 MiB -> 1g.10gb;  9,729 -> 1g.20gb (not 2g.20gb: fewer compute slices);
+ *   15 GiB = 15,360 -> 1g.20gb;  40,192 -> 3g.40gb;  40 GiB = 40,960 -> 7g.80gb (the
+ *   "40gb" profiles report 40,192 MiB, less than 40 GiB).
+ * Through the cycle (first-fit) on one unpartitioned A100 (MIG allowed): r15 carves a
+ * 1g.20gb at slot 0 (slots 0-1); r9728 a 1g.10gb in the first free slot, 2; r9729 a
+ * 1g.20gb at the first of its starts (0, 2, 4, 6) free for two slots: 4. Each holds 1/7
+ * GPU (4,000 units). */
+static void test_right_size_by_memory(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool_of(c, "a", "A100-80GB", TIER_OWNED, 1, 1, true);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    const GpuModel *m = node_model(c, &c->nodes[0]);
+    unsigned mi = c->nodes[0].model;
+    static const struct {
+        uint64_t mib;
+        const char *profile;
+    } want[] = {{15360, "1g.20gb"},
+                {9728, "1g.10gb"},
+                {9729, "1g.20gb"},
+                {40192, "3g.40gb"},
+                {40960, "7g.80gb"}};
+    SchedJob *r[5];
+    for (size_t i = 0; i < 5; i++) {
+        r[i] =
+            job(w, (JobArgs){.req = REQ_MEMORY, .mem_mib = want[i].mib, .submit_ms = (int64_t)i});
+        int p = r[i]->req.mig_profile[mi];
+        if (p < 0 || strcmp(m->profiles[p].name, want[i].profile))
+            fail_msg("%llu MiB: profile %d, expected %s", (unsigned long long)want[i].mib, p,
+                     want[i].profile);
+    }
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(sched_enqueue(&w->s, r[i]), 0);
+    cycle(w, 0);
+    assert_int_equal(w->d.n, 3);
+    static const unsigned start[] = {0, 2, 4};
+    for (size_t i = 0; i < 3; i++) {
+        const Grant *g = &r[i]->pl.workers[0].grants[0];
+        assert_int_equal(g->kind, GRANT_MIG);
+        assert_string_equal(m->profiles[g->mig_profile].name, want[i].profile);
+        assert_int_equal(g->mig_start, start[i]);
+        assert_true(r[i]->units == GPU_UNITS / 7);
+    }
+    world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1286,6 +1563,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_burst_limit_and_borrowing, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_no_teams_no_quotas, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(test_guarantee_filled_oldest_first, world_setup,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_slices_count_as_gpu_equivalents, world_setup,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_ask_is_a_share_where_mig_is_off, world_setup,
+                                        world_teardown),
         cmocka_unit_test_setup_teardown(test_start_applies_and_release_gives_back, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_requeue_before_next_cycle, world_setup,
@@ -1305,6 +1588,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reservation_time_moves_backfill, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_gang_all_or_nothing, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(test_production_never_on_spot, world_setup, world_teardown),
         cmocka_unit_test_setup_teardown(test_drain_for_whole_gpu_work, world_setup, world_teardown),
         cmocka_unit_test_setup_teardown(test_draining_gpu_takes_no_slice_when_idle, world_setup,
                                         world_teardown),
@@ -1314,6 +1598,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mig_reuse_and_fill_partitioned, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_mig_recarve_only_idle, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(test_right_size_by_memory, world_setup, world_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
