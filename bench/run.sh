@@ -4,7 +4,8 @@
 #   2. the FGD paper's packing experiment on the Alibaba trace, all policies, 10 seeds,
 #      with the authors' figures, and gpuorch against FGD on every trace variant;
 #   3. the Philly job table in time mode with every time-mode policy;
-#   4. how long the simulations take.
+#   4. the mixed inference + training cluster (bench/mixed.sh, charts in bench/charts/);
+#   and how long the simulations take.
 # Parts that need ../shared/traces say so in the results and are skipped when absent.
 set -eu
 BUILD=${1:-build}
@@ -184,4 +185,6 @@ EOF
 else
     printf '## 3. The Philly job table in time mode\n\nSkipped: %s is not on this machine.\n\n' "$PHILLY" >>"$OUT"
 fi
+echo "bench: the mixed inference + training cluster" >&2
+sh bench/mixed.sh "$BIN" "$OUT" "$PHILLY"
 echo "bench: wrote $OUT" >&2

@@ -39,18 +39,19 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     s->ten.quotas = s->ten.quotas && cfg->quotas;
     size_t nn = c->n_nodes ? c->n_nodes : 1, ns = n_shapes ? n_shapes : 1;
     s->node_res = malloc(nn * sizeof(*s->node_res));
+    s->node_claim = malloc(nn * sizeof(*s->node_claim));
     s->blocked = calloc(nn, 1);
     s->taken = calloc(nn, 1);
     s->failed_workers = calloc(ns, sizeof(*s->failed_workers));
     s->failed_cycle = calloc(ns, sizeof(*s->failed_cycle));
     s->failed_job = calloc(ns, sizeof(*s->failed_job));
-    if (!s->node_res || !s->blocked || !s->taken || !s->failed_workers || !s->failed_cycle ||
-        !s->failed_job) {
+    if (!s->node_res || !s->node_claim || !s->blocked || !s->taken || !s->failed_workers ||
+        !s->failed_cycle || !s->failed_job) {
         sched_free(s);
         return -ENOMEM;
     }
     for (size_t i = 0; i < nn; i++)
-        s->node_res[i] = SCHED_NONE;
+        s->node_res[i] = s->node_claim[i] = SCHED_NONE;
     for (size_t i = 0; i < c->n_nodes; i++) {
         const Node *n = &c->nodes[i];
         if (n->mig_allowed)
@@ -71,6 +72,8 @@ void sched_free(Sched *s)
 {
     tenancy_free(&s->ten);
     free(s->node_res);
+    free(s->node_claim);
+    free(s->claim_nodes);
     free(s->res);
     free(s->blocked);
     free(s->taken);
@@ -80,6 +83,7 @@ void sched_free(Sched *s)
     free(s->rank);
     free(s->victims_for);
     free(s->id_cycle);
+    free(s->prio_of);
     free(s->res_nodes);
     for (size_t b = 0; b < s->n_buckets; b++)
         free(s->buckets[b].j);
@@ -340,6 +344,10 @@ static int grow_ids(Sched *s, size_t n)
     if (!vf)
         return -ENOMEM;
     s->victims_for = vf;
+    uint8_t *po = realloc(s->prio_of, cap * sizeof(*po));
+    if (!po)
+        return -ENOMEM;
+    s->prio_of = po;
     uint64_t *ic = realloc(s->id_cycle, cap * sizeof(*ic));
     if (!ic)
         return -ENOMEM;
@@ -351,21 +359,70 @@ static int grow_ids(Sched *s, size_t n)
 
 /* ---- reservations ---- */
 
-static int reserve(Sched *s, uint32_t job, int64_t start_ms, const Placement *pl)
+/* Reserve the nodes of pl (or, pl NULL, nodes[0..n)) for job from start_ms. */
+static int reserve_nodes(Sched *s, uint32_t job, int64_t start_ms, bool claim, const Placement *pl,
+                         const uint32_t *nodes, size_t n)
 {
+    size_t count = pl ? pl->n_workers : n;
     if (GROW(s->res, s->res_cap, s->n_res + 1) < 0 ||
-        GROW(s->res_nodes, s->res_nodes_cap, s->n_res_nodes + pl->n_workers) < 0)
+        GROW(s->res_nodes, s->res_nodes_cap, s->n_res_nodes + count) < 0)
         return -ENOMEM;
     uint32_t ri = (uint32_t)s->n_res++;
-    s->res[ri] = (Reservation){.job = job, .start_ms = start_ms};
-    for (size_t w = 0; w < pl->n_workers; w++) {
-        uint32_t n = pl->workers[w].node;
-        if (s->node_res[n] == SCHED_NONE) {
-            s->node_res[n] = ri;
-            s->res_nodes[s->n_res_nodes++] = n;
+    s->res[ri] = (Reservation){.job = job, .start_ms = start_ms, .claim = claim};
+    for (size_t i = 0; i < count; i++) {
+        uint32_t node = pl ? pl->workers[i].node : nodes[i];
+        if (s->node_res[node] == SCHED_NONE) {
+            s->node_res[node] = ri;
+            s->res_nodes[s->n_res_nodes++] = node;
         }
     }
     return 0;
+}
+
+static int reserve(Sched *s, uint32_t job, int64_t start_ms, const Placement *pl)
+{
+    return reserve_nodes(s, job, start_ms, false, pl, NULL, 0);
+}
+
+/* Room a stopping victim holds, or has freed, belongs to the job it stops for. */
+static int claim(Sched *s, uint32_t job, int64_t start_ms, const Placement *pl)
+{
+    return reserve_nodes(s, job, start_ms, true, pl, NULL, 0);
+}
+
+/* Claims on nodes victims freed: kept (as claim reservations now) for jobs still
+ * waiting, dropped for the rest. */
+static int renew_claims(Sched *s, int64_t now)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < s->n_claim_nodes; i++) {
+        uint32_t n = s->claim_nodes[i], job = s->node_claim[n];
+        if (job == SCHED_NONE || s->taken[n])
+            continue; /* dropped, or listed twice */
+        if (job >= s->ids_cap || s->id_cycle[job] != s->cycle) {
+            s->node_claim[n] = SCHED_NONE; /* its job no longer waits */
+            continue;
+        }
+        s->taken[n] = 1;
+        s->claim_nodes[keep++] = n;
+    }
+    s->n_claim_nodes = keep;
+    int err = 0;
+    for (size_t i = 0; i < keep; i++) {
+        uint32_t n = s->claim_nodes[i];
+        s->taken[n] = 0;
+        if (!err)
+            err = reserve_nodes(s, s->node_claim[n], now, true, NULL, &n, 1);
+    }
+    return err;
+}
+
+/* The job had its turn with its victims gone: its claims end. */
+static void drop_claims(Sched *s, uint32_t job)
+{
+    for (size_t i = 0; i < s->n_claim_nodes; i++)
+        if (s->node_claim[s->claim_nodes[i]] == job)
+            s->node_claim[s->claim_nodes[i]] = SCHED_NONE;
 }
 
 static void clear_reservations(Sched *s)
@@ -386,10 +443,19 @@ static bool fill_blocked(Sched *s, const SchedJob *j, const uint32_t *rank, int6
     for (size_t i = 0; i < s->n_res_nodes; i++) {
         uint32_t n = s->res_nodes[i];
         const Reservation *r = &s->res[s->node_res[n]];
-        bool ahead =
-            r->job != j->id && s->id_cycle[r->job] == s->cycle && rank[r->job] < rank[j->id];
-        bool gone = j->estimate_ms != NO_DURATION && now + j->estimate_ms <= r->start_ms;
-        bool block = ahead && !gone && !(j->preemptible && r->start_ms > now);
+        bool block;
+        if (r->claim) {
+            /* kube-scheduler holds a nominated node only against pods of lower or equal
+             * priority; gpuorch against all, or a preempted job of a higher class takes
+             * its room straight back */
+            block = r->job != j->id &&
+                    (s->cfg.preempt != SCHED_PREEMPT_PRIORITY || j->priority >= s->prio_of[r->job]);
+        } else {
+            bool ahead =
+                r->job != j->id && s->id_cycle[r->job] == s->cycle && rank[r->job] < rank[j->id];
+            bool gone = j->estimate_ms != NO_DURATION && now + j->estimate_ms <= r->start_ms;
+            block = ahead && !gone && !(j->preemptible && r->start_ms > now);
+        }
         s->blocked[n] = block;
         any |= block;
     }
@@ -718,6 +784,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
     for (size_t i = 0; i < n_waiting; i++) {
         uint32_t id = waiting[i]->id;
         rank[id] = (uint32_t)i;
+        s->prio_of[id] = waiting[i]->priority;
         s->victims_for[id] = 0;
         s->id_cycle[id] = s->cycle;
     }
@@ -733,8 +800,10 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         SchedJob *v = running[i];
         if (v->stopping && v->nominated != SCHED_NONE && v->nominated <= max_id &&
             s->id_cycle[v->nominated] == s->cycle)
-            err = reserve(s, v->nominated, MAX(now, v->stop_at_ms), &v->pl);
+            err = claim(s, v->nominated, MAX(now, v->stop_at_ms), &v->pl);
     }
+    if (!err)
+        err = renew_claims(s, now);
 
     unsigned reservations = 0;
     unsigned preempt_tries = 0;
@@ -754,6 +823,8 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             err = placed;
             break;
         }
+        if (!s->victims_for[j->id])
+            drop_claims(s, j->id);
         if (placed == 1) {
             uint32_t target = s->n_res ? backfill_target(s, j, rank, now) : SCHED_NONE;
             err = start_job(s, j, now, out);
@@ -792,7 +863,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
                                                   .job = victims[v]->id,
                                                   .for_job = j->id});
                 if (!err)
-                    err = reserve(s, j->id, victims[v]->stop_at_ms, &victims[v]->pl);
+                    err = claim(s, j->id, victims[v]->stop_at_ms, &victims[v]->pl);
             }
             free(victims);
             if (n_victims) {
@@ -841,6 +912,16 @@ void sched_release(Sched *s, SchedJob *j, int64_t now_ms)
 {
     /* its usage counts up to the moment it stopped */
     tenancy_advance(&s->ten, now_ms);
+    /* a preempted job's room is its preemptor's until that one's next turn */
+    if (j->stopping && j->nominated != SCHED_NONE)
+        for (size_t w = 0; w < j->pl.n_workers; w++) {
+            /* out of memory, the claim is lost: the room goes by queue order */
+            uint32_t n = j->pl.workers[w].node;
+            if (GROW(s->claim_nodes, s->claim_nodes_cap, s->n_claim_nodes + 1) < 0)
+                break;
+            s->claim_nodes[s->n_claim_nodes++] = n;
+            s->node_claim[n] = j->nominated;
+        }
     if (j->pl.n_workers)
         place_release(s->c, &j->pl);
     placement_reset(&j->pl);

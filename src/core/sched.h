@@ -19,7 +19,9 @@
  *
  * Starting a job applies its placement to the cluster at once. A preempted job keeps its
  * resources until the caller, after the job's grace period, calls sched_release; the
- * nodes it frees are reserved for the job that preempted it until then. */
+ * nodes it frees are claimed for the job that preempted it until that job's next turn
+ * in the queue, against every other job (a victim of a higher class, queued again ahead
+ * of its preemptor, would otherwise take its room straight back). */
 #pragma once
 
 #include "core/cluster.h"
@@ -120,6 +122,8 @@ typedef struct SchedDecisions {
 typedef struct Reservation {
     uint32_t job;     /* SchedJob.id */
     int64_t start_ms; /* when it expects to start */
+    bool claim;       /* room preemption frees: binds every other job, not only those
+                       * behind the holder in the queue */
 } Reservation;
 
 /* The queue: jobs in buckets kept in submission order; a cycle merges the buckets in
@@ -140,9 +144,15 @@ typedef struct Sched {
     size_t n_res, res_cap;
     uint32_t *res_nodes; /* the reserved nodes */
     size_t n_res_nodes, res_nodes_cap;
+    /* per node: the job whose preempted victims freed it and that has not had its turn
+     * since (SCHED_NONE: none); claim_nodes lists them */
+    uint32_t *node_claim;
+    uint32_t *claim_nodes;
+    size_t n_claim_nodes, claim_nodes_cap;
     uint32_t *rank;        /* by job id: place in this cycle's queue, UINT32_MAX not waiting */
     uint32_t *victims_for; /* by job id: victims stopping to make room for it */
     uint64_t *id_cycle;    /* by job id: the cycle rank and victims_for were set */
+    uint8_t *prio_of;      /* by job id: a waiting job's class, set with rank */
     size_t ids_cap;
     uint8_t *blocked; /* scratch node mask for one placement */
     uint8_t *taken;   /* scratch: nodes reserved, while planning another reservation */

@@ -5,6 +5,7 @@
 #include "util/file.h"
 #include "util/macro.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -552,6 +553,15 @@ static void timeline_csv(const SimReport *r, Buf *b)
         }
 }
 
+static void svg_text_escaped(Buf *b, const char *text)
+{
+    for (const char *p = text; *p; p++)
+        if (*p == '<' || *p == '>' || *p == '&')
+            buf_printf(b, "&#%d;", *p);
+        else
+            buf_putc(b, *p);
+}
+
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -624,17 +634,105 @@ static void chart_svg(const SimReport *r, Buf *b)
                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                    "stroke-width=\"3\"/><text x=\"%.1f\" y=\"%.1f\">",
                    L + pw + 16, ly, L + pw + 40, ly, color, L + pw + 46, ly + 4);
-        Buf esc = {0};
-        for (const char *p = r->policies[pi].name; *p; p++)
-            if (*p == '<' || *p == '>' || *p == '&')
-                buf_printf(&esc, "&#%d;", *p);
-            else
-                buf_putc(&esc, *p);
-        buf_puts(b, buf_str(&esc));
-        buf_free(&esc);
+        svg_text_escaped(b, r->policies[pi].name);
         buf_puts(b, "</text>\n");
     }
     buf_puts(b, "</svg>\n");
+}
+
+/* One policy's run over time (time mode, first seed): utilisation as a filled area,
+ * allocation as a line above it (the gap is held but idle compute), and the number of
+ * waiting jobs on the right-hand axis. */
+static void chart_policy_svg(const SimReport *r, size_t pi, Buf *b)
+{
+    const double W = 960, H = 460, L = 70, R = 90, T = 40, B = 60;
+    const double pw = W - L - R, ph = H - T - B;
+    const TimeResult *t = &r->runs[pi * r->n_seeds].time;
+    double xmax = 0, qmax = 1;
+    for (size_t k = 0; k < t->n_timeline; k++) {
+        xmax = MAX(xmax, t->timeline[k].t_s / 3600.0);
+        qmax = MAX(qmax, (double)t->timeline[k].queued);
+    }
+    if (xmax <= 0)
+        xmax = 1;
+    /* a round top for the queue axis: 1, 2 or 5 times a power of ten */
+    double step = pow(10, floor(log10(qmax)));
+    double qtop = qmax <= step       ? step
+                  : qmax <= 2 * step ? 2 * step
+                  : qmax <= 5 * step ? 5 * step
+                                     : 10 * step;
+    buf_printf(b,
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+               W, H, W, H);
+    buf_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    buf_printf(b, "<text x=\"%.0f\" y=\"24\" font-size=\"15\">", L);
+    svg_text_escaped(b, r->policies[pi].name);
+    buf_printf(b, ": %s on %s (utilisation %.1f%%, allocation %.1f%%)</text>\n", r->trace_name,
+               r->cluster_name, t->utilization_pct, t->allocation_pct);
+    for (int i = 0; i <= 10; i++) {
+        double y = T + ph - ph * i / 10.0;
+        buf_printf(b,
+                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>"
+                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"#ff7f0e\">%.0f</text>\n",
+                   L, y, L + pw, y, L - 6, y + 4, i * 10, L + pw + 6, y + 4, qtop * i / 10.0);
+    }
+    for (int i = 0; i <= 10; i++) {
+        double x = L + pw * i / 10.0;
+        buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.*f</text>\n", x,
+                   T + ph + 18, xmax * i / 10.0 < 10 ? 1 : 0, xmax * i / 10.0);
+    }
+    buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time (hours)</text>\n",
+               L + pw / 2, H - 16);
+    buf_printf(b,
+               "<text x=\"16\" y=\"%.1f\" transform=\"rotate(-90 16 %.1f)\" "
+               "text-anchor=\"middle\">GPU capacity (%%)</text>\n",
+               T + ph / 2, T + ph / 2);
+    buf_printf(b,
+               "<text x=\"%.1f\" y=\"%.1f\" transform=\"rotate(90 %.1f %.1f)\" "
+               "text-anchor=\"middle\" fill=\"#ff7f0e\">waiting jobs</text>\n",
+               W - 14, T + ph / 2, W - 14, T + ph / 2);
+#define X(k) (L + pw * (t->timeline[k].t_s / 3600.0) / xmax)
+#define Y(v) (T + ph - ph * MIN(100.0, (v)) / 100.0)
+    if (t->n_timeline) {
+        buf_printf(b, "<polygon fill=\"#1f77b4\" fill-opacity=\"0.35\" points=\"%.1f,%.1f ", X(0),
+                   T + ph);
+        for (size_t k = 0; k < t->n_timeline; k++)
+            buf_printf(b, "%.1f,%.1f ", X(k), Y(t->timeline[k].utilization_pct));
+        buf_printf(b, "%.1f,%.1f\"/>\n", X(t->n_timeline - 1), T + ph);
+        buf_puts(b, "<polyline fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.4\" points=\"");
+        for (size_t k = 0; k < t->n_timeline; k++)
+            buf_printf(b, "%.1f,%.1f ", X(k), Y(t->timeline[k].allocation_pct));
+        buf_puts(b, "\"/>\n");
+        buf_puts(b, "<polyline fill=\"none\" stroke=\"#ff7f0e\" stroke-width=\"1.2\" points=\"");
+        for (size_t k = 0; k < t->n_timeline; k++)
+            buf_printf(b, "%.1f,%.1f ", X(k), Y(100.0 * t->timeline[k].queued / qtop));
+        buf_puts(b, "\"/>\n");
+    }
+#undef X
+#undef Y
+    const char *const legend[][2] = {{"#1f77b4", "utilisation (busy)"},
+                                     {"#d62728", "allocation (held)"},
+                                     {"#ff7f0e", "waiting jobs (right axis)"}};
+    for (size_t i = 0; i < ARRAY_SIZE(legend); i++) {
+        double lx = L + 10 + 200.0 * (double)i;
+        buf_printf(b,
+                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                   "stroke-width=\"4\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                   lx, T + ph + 40, lx + 22, T + ph + 40, legend[i][0], lx + 28, T + ph + 44,
+                   legend[i][1]);
+    }
+    buf_puts(b, "</svg>\n");
+}
+
+/* A file name from a policy name: letters, digits, '-', '+' and '.' kept, the rest '_'. */
+static void chart_name(const char *policy, char *out, size_t len)
+{
+    size_t n = (size_t)snprintf(out, len, "chart-");
+    for (const char *p = policy; *p && n + 5 < len; p++)
+        out[n++] = (isalnum((unsigned char)*p) || strchr("-+.", *p)) ? *p : '_';
+    snprintf(out + n, len - n, ".svg");
 }
 
 int report_write_dir(const SimReport *r, const char *dir, Buf *err)
@@ -657,6 +755,14 @@ int report_write_dir(const SimReport *r, const char *dir, Buf *err)
     if (!rc) {
         chart_svg(r, &b);
         rc = write_file(dir, "chart.svg", &b, err);
+        buf_reset(&b);
+    }
+    for (size_t pi = 0; !rc && r->mode == SIM_TIME && pi < r->n_policies; pi++) {
+        char name[160];
+        chart_name(r->policies[pi].name, name, sizeof(name));
+        chart_policy_svg(r, pi, &b);
+        rc = write_file(dir, name, &b, err);
+        buf_reset(&b);
     }
     if (!rc && b.oom)
         rc = -ENOMEM;

@@ -207,6 +207,18 @@ cmp -s "$T/out" "$T/outdir/summary.json" || fail "summary.json differs from -o j
 [ "$(grep -c '^fifo,3,' "$T/outdir/timeline.csv")" -eq 600 ] || fail "timeline.csv: not 600 fifo points"
 head -c 4 "$T/outdir/chart.svg" | grep -q '^<svg' || fail "chart.svg does not start with <svg"
 tail -n 1 "$T/outdir/chart.svg" | grep -q '</svg>' || fail "chart.svg does not end with </svg>"
+# time mode: a chart per policy too, titled with the policy and its figures
+for p in fifo best-fit; do
+    f="$T/outdir/chart-$p.svg"
+    [ -s "$f" ] || fail "--out wrote no chart-$p.svg"
+    python3 -c 'import sys, xml.etree.ElementTree as ET; ET.parse(sys.argv[1])' "$f" ||
+        fail "chart-$p.svg is not well-formed XML"
+    want=$(python3 -c 'import json, sys
+r = [r for r in json.load(open(sys.argv[1]))["results"] if r["policy"] == sys.argv[2]][0]
+print("%s: trace on %s (utilisation %.1f%%, allocation %.1f%%)" % (sys.argv[2], sys.argv[3], r["utilization_pct"], r["allocation_pct"]))' \
+        "$T/outdir/summary.json" "$p" "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cluster"])' "$T/outdir/summary.json")")
+    grep -qF "$want" "$f" || fail "chart-$p.svg title is not: $want"
+done
 
 # --seeds A-B: the seed list, and a standard deviation beside the figures
 run 0 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/trace.csv" --policy random,fifo --seeds 1-3 -o json

@@ -174,4 +174,13 @@ assert names == ["gpuorch", "k8s-default"], names
 for r in d["results"]:
     assert r["jobs_submitted"] > 1000 and r["unschedulable"] == 0, r
 ' "$T/out" || fail "sim JSON on the demo trace"
+
+# the backlog mix: every class of work it names, accepted against the cluster
+run 0 "$GPUORCH" trace gen --mix examples/mix-backlog.yaml --seed 1 --hours 24 -o "$T/backlog.csv"
+for name in llama-8b-serve qwen-7b-int8-serve llama-13b-serve codellama-13b-serve pretrain \
+    finetune ads-train sweep embed-batch; do
+    grep -q "^$name-[0-9]*," "$T/backlog.csv" || fail "backlog.csv has no $name jobs"
+done
+run 0 "$GPUORCH" validate "$CLUSTER" "$T/backlog.csv"
+out_has "backlog.csv: ok:"
 echo "ok"

@@ -925,6 +925,69 @@ static void test_held_room_starts_when_the_victim_stops(void **state)
     assert_true(started(w, p));
 }
 
+/* Rule: the room a preemption frees is its preemptor's, against every other job, until
+ * the preemptor's next turn. One node of 4 GPUs; team a guarantees nothing (burst 4),
+ * team b guarantees 4. v (team a, high, preemptible, 4 GPUs) runs borrowed; p (team b,
+ * normal, 4 GPUs) is inside b's guarantee and reclaims the node: v is preempted for p.
+ * v stops after its 30 s grace and is queued again, as the simulator does; being high,
+ * it now stands ahead of p in the queue. If the freed GPUs went by queue order v would
+ * take them straight back (and be preempted again 5 minutes later, and so on); they are
+ * p's, so p starts and v waits. */
+static void test_freed_room_is_the_preemptors(void **state)
+{
+    World *w = *state;
+    Cluster *c = world_init(w, 4, 1, false);
+    add_team(c, "a", 0, 4);
+    add_team(c, "b", 4, 4);
+    world_start(w, SCHED_PREEMPT_QUOTA, SCHED_ORDER_PRIORITY);
+    SchedJob *v = run_on(
+        w,
+        (JobArgs){.gpus = 4, .prio = "high", .team = "a", .preemptible = true, .grace_ms = 30000},
+        1, 0, 0);
+    SchedJob *p = job(w, (JobArgs){.gpus = 4, .team = "b", .submit_ms = NOW});
+    assert_int_equal(sched_enqueue(&w->s, p), 0);
+    cycle(w, NOW);
+    assert_true(preempted_for(w, v, p));
+
+    finish_at(w, v, NOW + 30000);
+    assert_int_equal(sched_enqueue(&w->s, v), 0);
+    cycle(w, NOW + 30000);
+    assert_true(started(w, p));
+    assert_false(started(w, v));
+    assert_ptr_equal(w->s.order[0], v);
+    assert_int_equal(w->s.n_order, 1);
+}
+
+/* Under kube-scheduler's rules the freed node is held for the preemptor (its nominated
+ * node) only against pods of lower or equal priority. One node of 4 GPUs: v (low, 4
+ * GPUs) runs; p (normal) preempts it. When v has stopped, q (normal, submitted before p,
+ * so ahead of it) must not take the node; in a second run h (high) arrives instead and
+ * does take it, as kube-scheduler lets a higher-priority pod onto a nominated node. */
+static void test_kube_holds_freed_room_against_lower_or_equal(void **state)
+{
+    World *w = *state;
+    for (int higher = 0; higher <= 1; higher++) {
+        world_init(w, 4, 1, false);
+        world_start(w, SCHED_PREEMPT_PRIORITY, SCHED_ORDER_PRIORITY);
+        w->s.cfg.fair_share = false;
+        w->s.ten.quotas = false;
+        SchedJob *v = run_on(w, (JobArgs){.gpus = 4, .prio = "low", .grace_ms = 30000}, 1, 0, 0);
+        SchedJob *p = job(w, (JobArgs){.gpus = 4, .submit_ms = NOW});
+        assert_int_equal(sched_enqueue(&w->s, p), 0);
+        cycle(w, NOW);
+        assert_true(preempted_for(w, v, p));
+        finish_at(w, v, NOW + 30000);
+        SchedJob *other = job(w, (JobArgs){.gpus = 4,
+                                           .prio = higher ? "high" : "normal",
+                                           .submit_ms = higher ? NOW + 10000 : NOW - 1});
+        assert_int_equal(sched_enqueue(&w->s, other), 0);
+        cycle(w, NOW + 30000);
+        assert_int_equal(started(w, other), higher);
+        assert_int_equal(started(w, p), !higher);
+        world_free(w);
+    }
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, world_setup, world_teardown)
@@ -945,6 +1008,8 @@ int main(void)
         T(test_tiresias_mode),
         T(test_victims_stop_and_room_is_held),
         T(test_held_room_starts_when_the_victim_stops),
+        T(test_freed_room_is_the_preemptors),
+        T(test_kube_holds_freed_room_against_lower_or_equal),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

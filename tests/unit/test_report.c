@@ -428,9 +428,9 @@ static char *slurp(const char *dir, const char *name)
 
 static void remove_dir(const char *dir)
 {
-    const char *names[] = {"summary.json", "timeline.csv", "chart.svg"};
+    const char *names[] = {"summary.json", "timeline.csv", "chart.svg", "chart-fgd+tiresias.svg"};
     char path[4096];
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         unlink(path);
     }
@@ -515,6 +515,17 @@ static void test_write_dir(void **state)
     text = slurp(out, "chart.svg");
     assert_true(ends_with(text, "</svg>\n"));
     assert_non_null(strstr(text, ">fgd+tiresias</text>"));
+    free(text);
+    /* and the policy's own chart, titled with its figures */
+    text = slurp(out, "chart-fgd+tiresias.svg");
+    assert_true(strncmp(text, "<svg ", 5) == 0);
+    assert_true(ends_with(text, "</svg>\n"));
+    char title[200];
+    snprintf(title, sizeof(title),
+             ">fgd+tiresias: t on lab (utilisation %.1f%%, allocation %.1f%%)<",
+             trun.time.utilization_pct, trun.time.allocation_pct);
+    if (!strstr(text, title))
+        fail_msg("chart-fgd+tiresias.svg has no title %s", title);
     free(text);
     run_result_free(&trun);
     remove_dir(out);

@@ -1,0 +1,102 @@
+#!/bin/sh
+# bench/mixed.sh BIN OUT PHILLY: the mixed inference + training cluster (section 4 of
+# bench/RESULTS.md, appended to OUT). Generates a day from each examples/mix-*.yaml
+# with three seeds, runs the time-mode policies on examples/cluster-mixed.yaml, writes
+# the charts of seed 1 to bench/charts/<mix>/ and compares gpuorch with the targets.
+# The mixes draw training sizes from the Philly table: without it the section says so.
+set -eu
+BIN=$1
+OUT=$2
+PHILLY=$3
+if [ ! -f "$PHILLY" ]; then
+    printf '## 4. The mixed inference + training cluster\n\nSkipped: %s (the training sizes of the mixes) is not on this machine.\n\n' "$PHILLY" >>"$OUT"
+    exit 0
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+POLICIES=gpuorch,gpuorch+fifo,best-fit+fifo,k8s-default
+
+cat >>"$OUT" <<'TEXT'
+## 4. The mixed inference + training cluster
+
+`examples/cluster-mixed.yaml` (144 GPUs: 80 H100 and 48 A100 on NVSwitch nodes that may
+be MIG-partitioned, 16 L4; four teams whose guarantees add up to 128 GPUs) under a day of
+work from each mix, three generator seeds each:
+
+- `examples/mix-demo.yaml`: model servers holding about 63 MIG slices, a backlog of gang
+  training (8-64, 2-8 and 1-4 GPUs), batch work and notebooks;
+- `examples/mix-backlog.yaml`: a training-heavy day where every GPU shape has work
+  waiting (a 1-GPU sweep backlog on top of the gangs), servers again about 64 slices.
+
+Utilisation and allocation are over the window 4 h-24 h after the first submission
+(arrivals stop at 24 h; the first hours fill an empty cluster): utilisation is busy
+GPU-equivalents over capacity (a job uses min(busy x GPUs asked, what it holds)),
+allocation what jobs hold. Waits, JCTs and the rest are over the whole run; "guarantee
+met" is the worst team's share of the time it had in-guarantee work waiting over 2
+minutes and held its guarantee. Charts of seed 1: `bench/charts/<mix>/chart-<policy>.svg`.
+
+TEXT
+
+for mix in mix-demo mix-backlog; do
+    for seed in 1 2 3; do
+        trace=$TMP/$mix-$seed.csv
+        gen="$BIN trace gen --mix examples/$mix.yaml --seed $seed --hours 24 -o $trace"
+        $gen 2>/dev/null
+        cmd="$BIN sim --cluster examples/cluster-mixed.yaml --trace $trace --policy $POLICIES --window 4h-24h"
+        if [ "$seed" = 1 ]; then
+            rm -rf "bench/charts/$mix"
+            mkdir -p bench/charts
+            $cmd --out "bench/charts/$mix" >/dev/null
+            rm -f "bench/charts/$mix/summary.json" "bench/charts/$mix/timeline.csv"
+        fi
+        $cmd -o json >"$TMP/$mix-$seed.json"
+        # the commands as a reader would type them, the trace in the current folder
+        printf '### %s, seed %s\n\n`%s`, then `%s`\n\n' "$mix" "$seed" \
+            "$(echo "$gen" | sed "s|$TMP/||g")" "$(echo "$cmd" | sed "s|$TMP/||g")" >>"$OUT"
+        python3 - "$TMP/$mix-$seed.json" >>"$OUT" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("| policy | util % (window) | alloc % (window) | util % (run) | production wait p99 (s) "
+      "| high wait p99 (min) | JCT mean (h) | preemptions | lost GPU-h | OOM / repeats "
+      "| guarantee met % (worst team) | makespan (h) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for r in d["results"]:
+    bp = r["by_priority"]
+    met = min(t["guarantee_met_pct"] for t in r["by_team"].values())
+    print(f"| {r['policy']} | {r['window_utilization_pct']:.1f} | {r['window_allocation_pct']:.1f} "
+          f"| {r['utilization_pct']:.1f} | {bp['production']['queue_delay_s']['p99']:.0f} "
+          f"| {bp['high']['queue_delay_s']['p99'] / 60:.0f} | {r['jct_s']['mean'] / 3600:.2f} "
+          f"| {r['preemptions']:.0f} | {r['lost_gpu_hours']:.1f} "
+          f"| {r['oom_failures']:.0f} / {r['oom_repeats']:.0f} | {met:.1f} | {r['makespan_s'] / 3600:.1f} |")
+print()
+PY
+    done
+done
+
+cat >>"$OUT" <<'TEXT'
+### gpuorch against the targets
+
+Targets: utilisation at least 78% and at least 1.6 times k8s-default's on the same day,
+production waits at most 60 s at p99, every team's guarantee met at least 99% of the
+time, no out-of-memory failure twice in a workload class. "(missed)" marks a miss.
+
+TEXT
+python3 - "$TMP" >>"$OUT" <<'PY'
+import json, sys
+print("| mix, seed | util % | x k8s-default | production wait p99 (s) | guarantee met % | OOM repeats |")
+print("|---|---|---|---|---|---|")
+mark = lambda ok: "" if ok else " (missed)"
+for mix in ("mix-demo", "mix-backlog"):
+    for seed in (1, 2, 3):
+        d = json.load(open(f"{sys.argv[1]}/{mix}-{seed}.json"))
+        r = {x["policy"]: x for x in d["results"]}
+        g, k = r["gpuorch"], r["k8s-default"]
+        u = g["window_utilization_pct"]
+        ratio = u / k["window_utilization_pct"]
+        p99 = g["by_priority"]["production"]["queue_delay_s"]["p99"]
+        met = min(t["guarantee_met_pct"] for t in g["by_team"].values())
+        rep = g["oom_repeats"]
+        print(f"| {mix}, {seed} | {u:.1f}{mark(u >= 78)} | {ratio:.2f}{mark(ratio >= 1.6)} "
+              f"| {p99:.0f}{mark(p99 <= 60)} | {met:.1f}{mark(met >= 99)} | {rep:.0f}{mark(rep == 0)} |")
+print()
+PY
