@@ -178,7 +178,8 @@ for r in d["results"]:
           f"| {h(j['mean'])} / {h(j['p50'])} / {h(j['p95'])} | {r['preemptions']:.0f} | {r['jobs_finished']:.0f} |")
 EOF
         echo
-        echo "Wall time: all 7 policies ${ph_all} s (2 threads); one policy alone ${ph_one} s (1 thread):"
+        n_pol=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["results"]))' "$TMP/philly.json")
+        echo "Wall time: all $n_pol policies ${ph_all} s (2 threads); one policy alone ${ph_one} s (1 thread):"
         echo "\`$cmd1\`."
         echo
     } >>"$OUT"

@@ -43,10 +43,10 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     s->blocked = calloc(nn, 1);
     s->taken = calloc(nn, 1);
     s->failed_workers = calloc(ns, sizeof(*s->failed_workers));
-    s->failed_cycle = calloc(ns, sizeof(*s->failed_cycle));
+    s->failed_stamp = calloc(ns, sizeof(*s->failed_stamp));
     s->failed_job = calloc(ns, sizeof(*s->failed_job));
     if (!s->node_res || !s->node_claim || !s->blocked || !s->taken || !s->failed_workers ||
-        !s->failed_cycle || !s->failed_job) {
+        !s->failed_stamp || !s->failed_job) {
         sched_free(s);
         return -ENOMEM;
     }
@@ -78,7 +78,7 @@ void sched_free(Sched *s)
     free(s->blocked);
     free(s->taken);
     free(s->failed_workers);
-    free(s->failed_cycle);
+    free(s->failed_stamp);
     free(s->failed_job);
     free(s->rank);
     free(s->victims_for);
@@ -439,7 +439,7 @@ static void clear_reservations(Sched *s)
  * reservation's start or (gang reservations) can be moved. Returns whether any. */
 static bool fill_blocked(Sched *s, const SchedJob *j, const uint32_t *rank, int64_t now)
 {
-    bool any = false;
+    bool any = false, changed = false;
     for (size_t i = 0; i < s->n_res_nodes; i++) {
         uint32_t n = s->res_nodes[i];
         const Reservation *r = &s->res[s->node_res[n]];
@@ -456,9 +456,14 @@ static bool fill_blocked(Sched *s, const SchedJob *j, const uint32_t *rank, int6
             bool gone = j->estimate_ms != NO_DURATION && now + j->estimate_ms <= r->start_ms;
             block = ahead && !gone && !(j->preemptible && r->start_ms > now);
         }
-        s->blocked[n] = block;
+        if (s->blocked[n] != block) {
+            s->blocked[n] = block;
+            changed = true;
+        }
         any |= block;
     }
+    if (changed)
+        s->mask_stamp = ++s->stamp;
     return any;
 }
 
@@ -468,9 +473,10 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
 {
     uint32_t workers = j->req.workers - (uint32_t)j->pl.n_workers;
     int32_t shape = j->req.shape;
-    bool memo = !use_blocked && shape >= 0 && (size_t)shape < s->n_shapes;
+    bool memo = shape >= 0 && (size_t)shape < s->n_shapes;
+    uint64_t stamp = use_blocked ? s->mask_stamp : s->free_stamp;
     buf_reset(&s->why);
-    if (memo && s->failed_cycle[shape] == s->cycle && workers >= s->failed_workers[shape]) {
+    if (memo && s->failed_stamp[shape] == stamp && workers >= s->failed_workers[shape]) {
         const SchedJob *first = s->failed_job[shape];
         if (first && first != j)
             memcpy(j->reason, first->reason, sizeof(j->reason));
@@ -500,11 +506,11 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
             return 2;
     }
     if (placed == 0 && memo) {
-        if (s->failed_cycle[r->shape] != s->cycle || r->workers < s->failed_workers[r->shape]) {
+        if (s->failed_stamp[r->shape] != stamp || r->workers < s->failed_workers[r->shape]) {
             s->failed_workers[r->shape] = r->workers;
             s->failed_job[r->shape] = j;
         }
-        s->failed_cycle[r->shape] = s->cycle;
+        s->failed_stamp[r->shape] = stamp;
     }
     return placed;
 }
@@ -762,6 +768,8 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
 {
     Cluster *c = s->c;
     s->cycle++;
+    s->free_stamp = ++s->stamp;
+    s->mask_stamp = ++s->stamp;
     s->n_started = 0;
     tenancy_advance(&s->ten, now);
     int err = classify(s, running, n_running);

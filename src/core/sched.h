@@ -72,25 +72,26 @@ typedef struct SchedJob {
     uint8_t priority; /* Priority */
     bool preemptible;
     /* the scheduler's, read every cycle */
-    bool queued;           /* in the scheduler's queue */
-    bool borrowed;         /* running above its team's guarantee */
-    bool stopping;         /* preempted: waiting for the caller to release it */
-    bool listed;           /* has an entry in a queue bucket (maybe stale) */
-    uint32_t nominated;    /* stopping: the job it makes room for (SCHED_NONE: none) */
-    uint32_t bucket;       /* listed: which bucket */
-    uint32_t backfill_for; /* running: the reservation holder whose nodes it backfilled as
-                            * preemptible work, to be moved when that job is ready */
-    double ask_units;      /* what it would hold, for quotas (set on enqueue) */
-    double units;          /* GPU_UNITS held */
+    bool queued;        /* in the scheduler's queue */
+    bool borrowed;      /* running above its team's guarantee */
+    bool stopping;      /* preempted: waiting for the caller to release it */
+    uint32_t nominated; /* stopping: the job it makes room for (SCHED_NONE: none) */
+    double ask_units;   /* what it would hold, for quotas (set on enqueue) */
+    double units;       /* GPU_UNITS held */
     int64_t submit_ms;
     int64_t estimate_ms; /* expected remaining run time, NO_DURATION when unknown */
     int64_t grace_ms;    /* how long it takes to stop after a preemption signal */
-    int64_t stop_at_ms;  /* stopping: when its grace ends (when its room comes free) */
     /* its run (kept true by the caller) */
-    bool running;                  /* holds an allocation (running or stopping) */
-    int64_t run_start_ms;          /* start of the current run */
-    int64_t last_checkpoint_ms;    /* last completed checkpoint (or the run's start) */
-    double attained_gpu_ms;        /* Tiresias: GPUs x time run so far, current run included */
+    bool running;               /* holds an allocation (running or stopping) */
+    int64_t run_start_ms;       /* start of the current run */
+    int64_t last_checkpoint_ms; /* last completed checkpoint (or the run's start) */
+    double attained_gpu_ms;     /* Tiresias: GPUs x time run so far, current run included */
+    /* the scheduler's, read now and then */
+    bool listed;                   /* has an entry in a queue bucket (maybe stale) */
+    uint32_t bucket;               /* listed: which bucket */
+    uint32_t backfill_for;         /* running: the reservation holder whose nodes it backfilled as
+                                    * preemptible work, to be moved when that job is ready */
+    int64_t stop_at_ms;            /* stopping: when its grace ends (when its room comes free) */
     Placement pl;                  /* the allocation while running */
     Request req;                   /* all workers */
     char reason[SCHED_REASON_LEN]; /* waiting: why, in words */
@@ -158,10 +159,14 @@ typedef struct Sched {
     uint8_t *taken;   /* scratch: nodes reserved, while planning another reservation */
     /* per cycle: fewest workers of a shape that failed to place, per blocking mask */
     uint32_t *failed_workers;
-    uint64_t *failed_cycle;
+    uint64_t *failed_stamp;      /* the memo stamp the failure was seen under */
     const SchedJob **failed_job; /* the first job of the shape that failed (its reason) */
     size_t n_shapes;
     uint64_t cycle;
+    /* memo stamps: a failure holds while the stamp it was seen under is current. One for
+     * placements with no node kept out, one for the blocking mask last computed (a new
+     * one whenever that mask changes); both new each cycle */
+    uint64_t stamp, free_stamp, mask_stamp;
     Placement scratch;
     Buf why;
     SchedBucket *buckets;
