@@ -119,6 +119,42 @@ static int collect_teams(SimInput *in)
     return 0;
 }
 
+/* What the scheduler is told of job i's length, hours; 0 when nothing. */
+static double told_h(const SimInput *in, size_t i)
+{
+    const JobSpec *j = &in->jobs->jobs[i];
+    int64_t d = in->opt.oracle_estimates ? j->duration_ms : j->duration_estimate_ms;
+    return d > 0 ? (double)d / 3600000.0 : 0;
+}
+
+/* The mean of the lengths the scheduler is told, hours (1 when none is told). */
+static double mean_estimate_h(const SimInput *in)
+{
+    double sum = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < in->jobs->n; i++) {
+        double h = told_h(in, i);
+        sum += h;
+        n += h > 0;
+    }
+    return n ? sum / (double)n : 1;
+}
+
+/* A shape's weight in the expected mix. Packing mode (pods never leave): how often it
+ * comes, as FGD counts. Time mode: how many of it are running at once on average, by
+ * Little's law arrivals x length (the length the scheduler is told; the mean told
+ * length when a job has none): a shape that comes rarely but stays long, gang training,
+ * is what free GPUs will most often be wanted for. Measured on the mixed cluster
+ * (bench/RESULTS.md section 4) this raised gpuorch's utilisation on five of six days. */
+static double mix_weight(const SimInput *in, size_t i, double mean_h)
+{
+    double w = in->prep.reqs[i].workers;
+    if (in->opt.mode != SIM_TIME)
+        return w;
+    double h = told_h(in, i);
+    return w * (h > 0 ? h : mean_h);
+}
+
 int sim_prepare(SimInput *in)
 {
     const Cluster *c = in->cluster;
@@ -148,9 +184,10 @@ int sim_prepare(SimInput *in)
         p->node_by_name[i] = (uint32_t)i;
     qsort_r(p->node_by_name, c->n_nodes, sizeof(*p->node_by_name), by_node_name, (void *)c);
     int err = intern_shapes(in);
+    double mean_h = mean_estimate_h(in);
     for (size_t i = 0; !err && i < jobs->n; i++)
         if (!p->unschedulable[i])
-            err = mix_add(&p->expected, &p->reqs[i], p->reqs[i].workers);
+            err = mix_add(&p->expected, &p->reqs[i], mix_weight(in, i, mean_h));
     mix_normalize(&p->expected);
     if (!err)
         err = mix_typical(&p->expected, FGD_TYPICAL_SHARE, &p->typical);

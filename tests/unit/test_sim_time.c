@@ -667,6 +667,47 @@ static void test_never_placed_and_unschedulable(void **state)
     world_free(&w);
 }
 
+/* The expected mix that fragmentation-aware policies score against. Packing mode
+ * counts how often each shape comes; time mode how many of it run at once (arrivals x
+ * the length the scheduler is told). Ten 1-GPU jobs told 1 h, one 2-GPU job told 20 h,
+ * one half-GPU share told nothing (it counts the mean told length, (10 x 1 + 20) / 11 =
+ * 30/11 h):
+ *   time:    10 x 1 = 10, 1 x 20 = 20, 30/11: total 360/11, so 110/360, 220/360, 30/360
+ *   packing: 10, 1, 1 of 12. */
+static void test_expected_mix_weights(void **state)
+{
+    (void)state;
+    Buf csv = {0};
+    buf_puts(&csv, "id,kind,gpus,gpu_fraction,submit_s,duration_s,duration_estimate_s\n");
+    for (int i = 0; i < 10; i++)
+        buf_printf(&csv, "a%d,training,1,,%d,3000,3600\n", i, i);
+    buf_puts(&csv, "g,training,2,,20,70000,72000\nc,batch,,0.5,30,100,\n");
+    for (int mode = 0; mode <= 1; mode++) {
+        World w;
+        world_init(&w, CLUSTER_1x2, buf_str(&csv), 0);
+        if (mode == 1) {
+            sim_input_free(&w.in);
+            w.in = (SimInput){.cluster = w.c,
+                              .jobs = &w.jobs,
+                              .trace_name = "j",
+                              .opt = {.mode = SIM_PACKING, .tune_ratio = 1.3}};
+            assert_int_equal(sim_prepare(&w.in), 0);
+        }
+        const Mix *m = &w.in.prep.expected;
+        assert_int_equal(m->n, 3);
+        double want_time[] = {110.0 / 360, 220.0 / 360, 30.0 / 360};
+        double want_pack[] = {10.0 / 12, 1.0 / 12, 1.0 / 12};
+        for (size_t k = 0; k < m->n; k++) {
+            const Request *r = &m->e[k].r;
+            size_t which = r->kind == REQ_FRACTION ? 2 : r->gpus == 2 ? 1 : 0;
+            near(m->e[k].weight, mode ? want_pack[which] : want_time[which], 1e-12,
+                 mode ? "packing weight" : "time weight");
+        }
+        world_free(&w);
+    }
+    buf_free(&csv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -681,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_tiresias_victim_is_latest_submitted),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_never_placed_and_unschedulable),
+        cmocka_unit_test(test_expected_mix_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
