@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/mixed.sh BIN OUT PHILLY: the mixed inference + training cluster (section 4 of
 # bench/RESULTS.md, appended to OUT). Generates a day from each examples/mix-*.yaml
-# with three seeds, runs the time-mode policies on examples/cluster-mixed.yaml, writes
+# with five seeds, runs the time-mode policies on examples/cluster-mixed.yaml, writes
 # the charts of seed 1 to bench/charts/<mix>/ and compares gpuorch with the targets.
 # The mixes draw training sizes from the Philly table: without it the section says so.
 set -eu
@@ -21,7 +21,7 @@ cat >>"$OUT" <<'TEXT'
 
 `examples/cluster-mixed.yaml` (144 GPUs: 80 H100 and 48 A100 on NVSwitch nodes that may
 be MIG-partitioned, 16 L4; four teams whose guarantees add up to 128 GPUs) under a day of
-work from each mix, three generator seeds each:
+work from each mix, five generator seeds each:
 
 - `examples/mix-demo.yaml`: model servers holding about 63 MIG slices, a backlog of gang
   training (8-64, 2-8 and 1-4 GPUs), batch work and notebooks;
@@ -38,7 +38,7 @@ minutes and held its guarantee. Charts of seed 1: `bench/charts/<mix>/chart-<pol
 TEXT
 
 for mix in mix-demo mix-backlog; do
-    for seed in 1 2 3; do
+    for seed in 1 2 3 4 5; do
         trace=$TMP/$mix-$seed.csv
         gen="$BIN trace gen --mix examples/$mix.yaml --seed $seed --hours 24 -o $trace"
         $gen 2>/dev/null
@@ -87,7 +87,7 @@ print("| mix, seed | util % | x k8s-default | production wait p99 (s) | guarante
 print("|---|---|---|---|---|---|")
 mark = lambda ok: "" if ok else " (missed)"
 for mix in ("mix-demo", "mix-backlog"):
-    for seed in (1, 2, 3):
+    for seed in (1, 2, 3, 4, 5):
         d = json.load(open(f"{sys.argv[1]}/{mix}-{seed}.json"))
         r = {x["policy"]: x for x in d["results"]}
         g, k = r["gpuorch"], r["k8s-default"]
