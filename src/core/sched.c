@@ -673,25 +673,72 @@ static uint32_t backfill_target(const Sched *s, const SchedJob *j, const uint32_
 
 /* ---- MIG by demand: drain ---- */
 
-/* When whole GPUs are wanted and partitioned GPUs hold little, stop placing slices on the
- * emptiest of them so they come back whole; take the drain off when nobody waits. */
-static int drain(Sched *s, double whole_wanted, SchedDecisions *out)
+/* Drain only GPUs holding at most a fifth of their compute, whose slices are all
+ * expected to end within half an hour. */
+#define DRAIN_MAX_USED   (GPU_UNITS / 5)
+#define DRAIN_HORIZON_MS (30 * 60 * 1000)
+
+/* When each partitioned GPU's slices are expected to be gone (by the jobs' estimates;
+ * never, for a job without one), into free_at by global GPU index. */
+static void slices_free_at(const Sched *s, SchedJob **running, size_t n_running, int64_t now,
+                           int64_t *free_at)
+{
+    const Cluster *c = s->c;
+    for (size_t k = 0; k < n_running + s->n_started; k++) {
+        const SchedJob *j = k < n_running ? running[k] : s->started[k - n_running];
+        int64_t end = j->estimate_ms == NO_DURATION ? INT64_MAX : now + j->estimate_ms;
+        for (size_t w = 0; w < j->pl.n_workers; w++) {
+            const WorkerAlloc *wa = &j->pl.workers[w];
+            for (unsigned g = 0; g < wa->n_grants; g++)
+                if (wa->grants[g].kind == GRANT_MIG) {
+                    int64_t *f = &free_at[c->nodes[wa->node].gpu0 + wa->grants[g].index];
+                    *f = MAX(*f, end);
+                }
+        }
+    }
+}
+
+/* When whole GPUs are wanted, stop placing slices on a partitioned GPU that holds little
+ * and whose slices are all expected to end soon, so that it comes back whole; take the
+ * drain off when nobody waits. A GPU whose slices stay for hours is left to take more:
+ * draining it would only send new slices to cut into another GPU (measured: draining
+ * regardless of the estimates cost the mixed cluster a point of utilisation). */
+static int drain(Sched *s, double whole_wanted, SchedJob **running, size_t n_running, int64_t now,
+                 SchedDecisions *out)
 {
     Cluster *c = s->c;
+    int err = 0;
+    if (whole_wanted <= 0) {
+        for (size_t n = 0; n < c->n_nodes && !err; n++)
+            for (unsigned i = 0; i < c->nodes[n].n_gpus && !err; i++)
+                if (node_gpu_c(c, &c->nodes[n], i)->draining) {
+                    cluster_set_draining(c, (uint32_t)n, i, false);
+                    err = decide(out, (SchedDecision){.kind = SCHED_UNDRAIN,
+                                                      .job = SCHED_NONE,
+                                                      .node = (uint32_t)n,
+                                                      .gpu = (uint8_t)i});
+                }
+        return err;
+    }
     double draining = 0;
     for (size_t n = 0; n < c->n_nodes; n++)
         for (unsigned i = 0; i < c->nodes[n].n_gpus; i++)
             draining += node_gpu_c(c, &c->nodes[n], i)->draining;
-    int err = 0;
+    if (draining >= whole_wanted)
+        return 0;
+    int64_t *free_at = calloc(c->n_gpus ? c->n_gpus : 1, sizeof(*free_at));
+    if (!free_at)
+        return -ENOMEM;
+    slices_free_at(s, running, n_running, now, free_at);
     while (draining < whole_wanted && !err) {
-        /* the partitioned GPU with the least compute in use (a fifth at most) */
-        uint32_t best_node = SCHED_NONE, best_gpu = 0, best_used = GPU_UNITS / 5 + 1;
+        /* the partitioned GPU with the least compute in use, among those soon free */
+        uint32_t best_node = SCHED_NONE, best_gpu = 0, best_used = DRAIN_MAX_USED + 1;
         for (size_t n = 0; n < c->n_nodes; n++) {
             const Node *nd = &c->nodes[n];
             for (unsigned i = 0; i < nd->n_gpus; i++) {
                 const Gpu *g = node_gpu_c(c, nd, i);
                 if (g->mode == GPU_MIG && g->mig_busy && !g->draining &&
-                    g->used_units < best_used) {
+                    g->used_units < best_used && free_at[nd->gpu0 + i] <= now + DRAIN_HORIZON_MS) {
                     best_node = (uint32_t)n;
                     best_gpu = i;
                     best_used = g->used_units;
@@ -707,16 +754,7 @@ static int drain(Sched *s, double whole_wanted, SchedDecisions *out)
                                           .node = best_node,
                                           .gpu = (uint8_t)best_gpu});
     }
-    if (whole_wanted <= 0)
-        for (size_t n = 0; n < c->n_nodes && !err; n++)
-            for (unsigned i = 0; i < c->nodes[n].n_gpus && !err; i++)
-                if (node_gpu_c(c, &c->nodes[n], i)->draining) {
-                    cluster_set_draining(c, (uint32_t)n, i, false);
-                    err = decide(out, (SchedDecision){.kind = SCHED_UNDRAIN,
-                                                      .job = SCHED_NONE,
-                                                      .node = (uint32_t)n,
-                                                      .gpu = (uint8_t)i});
-                }
+    free(free_at);
     return err;
 }
 
@@ -906,7 +944,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             set_reason(j, why);
     }
     if (!err && s->cfg.drain)
-        err = drain(s, whole_wanted, out);
+        err = drain(s, whole_wanted, running, n_running, now, out);
     /* what is still waiting, in this cycle's order (queue positions) */
     size_t keep = 0;
     for (size_t i = 0; i < s->n_order; i++)

@@ -14,8 +14,8 @@
  *  4. a job that does not fit may preempt, when the rules allow (preempt.c), or, if it
  *     is a gang, reserve the nodes it will get at the earliest time the running
  *     jobs' estimates free them (EASY backfill);
- *  5. when whole GPUs are wanted and partitioned GPUs hold little, drain those GPUs
- *     (no new slices) so they come back whole.
+ *  5. when whole GPUs are wanted and partitioned GPUs hold little that is expected to
+ *     end soon, drain those GPUs (no new slices) so they come back whole.
  *
  * Starting a job applies its placement to the cluster at once. A preempted job keeps its
  * resources until the caller, after the job's grace period, calls sched_release; the

@@ -1247,10 +1247,13 @@ static void test_production_never_on_spot(void **state)
 
 /* ---- drain ---- */
 
+#define TEN_MIN (10 * 60 * INT64_C(1000))
+
 /* One MIG node of 2 H100s; each GPU has one 1g.10gb instance (4,000 units, a seventh),
- * taken by s0 (GPU 0) and s1 (GPU 1). A whole-GPU job w cannot start: whole GPUs are
- * wanted, both GPUs hold at most a fifth; one GPU is wanted, so one is drained, the first
- * of the emptiest: SCHED_DRAIN (0, 0). A later slice s2 then goes to GPU 1, not to the
+ * taken by s0 (GPU 0) and s1 (GPU 1), both expected to end within 10 minutes. A
+ * whole-GPU job w cannot start: whole GPUs are wanted, both GPUs hold at most a fifth
+ * and will be free within the half-hour horizon; one GPU is wanted, so one is drained,
+ * the first of the emptiest: SCHED_DRAIN (0, 0). A later slice s2 then goes to GPU 1, not to the
  * draining GPU 0 (first-fit's own choice would be GPU 0: fresh slots, lowest index), and
  * no second drain is decided. When s0 ends, w starts on GPU 0 taken whole: the MIG layout
  * comes off (a change to an empty layout) and the drain with it. */
@@ -1264,8 +1267,10 @@ static void test_drain_for_whole_gpu_work(void **state)
     SchedConfig cfg;
     sched_config_gpuorch(&cfg);
     world_init(w, c, "first-fit", &cfg);
-    SchedJob *s0 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 0});
-    SchedJob *s1 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 1});
+    SchedJob *s0 =
+        submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 0, .est_ms = TEN_MIN});
+    SchedJob *s1 =
+        submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 1, .est_ms = TEN_MIN});
     cycle(w, 0);
     assert_int_equal(s0->pl.workers[0].grants[0].index, 0);
     assert_int_equal(s1->pl.workers[0].grants[0].index, 1);
@@ -1315,8 +1320,9 @@ static void test_draining_gpu_takes_no_slice_when_idle(void **state)
     SchedConfig cfg;
     sched_config_gpuorch(&cfg);
     world_init(w, c, "first-fit", &cfg);
-    SchedJob *s0 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 0});
-    submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 1});
+    SchedJob *s0 =
+        submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 0, .est_ms = TEN_MIN});
+    submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 1, .est_ms = TEN_MIN});
     cycle(w, 0);
     assert_int_equal(s0->pl.workers[0].grants[0].index, 0);
     SchedJob *wj = submit(w, (JobArgs){.gpus = 1, .submit_ms = 10});
@@ -1344,8 +1350,8 @@ static void test_undrain_when_nobody_waits(void **state)
     SchedConfig cfg;
     sched_config_gpuorch(&cfg);
     world_init(w, c, "first-fit", &cfg);
-    submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 0});
-    submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 1});
+    submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 0, .est_ms = TEN_MIN});
+    submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 1, .est_ms = TEN_MIN});
     cycle(w, 0);
     SchedJob *wj = submit(w, (JobArgs){.gpus = 1, .submit_ms = 10});
     cycle(w, 100);
@@ -1362,24 +1368,30 @@ static void test_undrain_when_nobody_waits(void **state)
     world_free(w);
 }
 
-/* Only GPUs holding at most a fifth (5,600 units) are drained: GPU 0 with a busy 2g.20gb
- * (8,000 units) is passed over for GPU 1 with a 1g.10gb (4,000), though it comes first.
- * With both GPUs at 2g nothing is drained. Two whole GPUs wanted drain two GPUs. The
- * drain switch in the config turns it all off. */
+/* Only GPUs holding at most a fifth (5,600 units), whose slices are expected to end
+ * within half an hour, are drained: GPU 0 with a busy 2g.20gb (8,000 units) is passed
+ * over for GPU 1 with a 1g.10gb (4,000), though it comes first. With both GPUs at 2g
+ * nothing is drained. Two whole GPUs wanted drain two GPUs; but not a GPU whose slice is
+ * expected to run 2 hours more, nor one whose slice has no estimate (it would hold the
+ * GPU out of use for as long as it runs). The drain switch in the config turns it all
+ * off. */
 static void test_drain_only_nearly_empty(void **state)
 {
     World *w = *state;
     static const struct {
         const char *p0, *p1;
+        int64_t est0, est1;
         unsigned gpus;
         bool drain;
         size_t drains;
         bool d0, d1;
     } cases[] = {
-        {"2g.20gb", "1g.10gb", 1, true, 1, false, true},
-        {"2g.20gb", "2g.20gb", 1, true, 0, false, false},
-        {"1g.10gb", "1g.10gb", 2, true, 2, true, true},
-        {"1g.10gb", "1g.10gb", 1, false, 0, false, false},
+        {"2g.20gb", "1g.10gb", TEN_MIN, TEN_MIN, 1, true, 1, false, true},
+        {"2g.20gb", "2g.20gb", TEN_MIN, TEN_MIN, 1, true, 0, false, false},
+        {"1g.10gb", "1g.10gb", TEN_MIN, TEN_MIN, 2, true, 2, true, true},
+        {"1g.10gb", "1g.10gb", 2 * HOUR_MS, TEN_MIN, 2, true, 1, false, true},
+        {"1g.10gb", "1g.10gb", TEN_MIN, 0, 2, true, 1, true, false},
+        {"1g.10gb", "1g.10gb", TEN_MIN, TEN_MIN, 1, false, 0, false, false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         Cluster *c = new_cluster();
@@ -1390,8 +1402,12 @@ static void test_drain_only_nearly_empty(void **state)
         sched_config_gpuorch(&cfg);
         cfg.drain = cases[i].drain;
         world_init(w, c, "first-fit", &cfg);
-        SchedJob *s0 = submit(w, (JobArgs){.req = REQ_MIG, .mig = cases[i].p0, .submit_ms = 0});
-        SchedJob *s1 = submit(w, (JobArgs){.req = REQ_MIG, .mig = cases[i].p1, .submit_ms = 1});
+        SchedJob *s0 = submit(
+            w,
+            (JobArgs){.req = REQ_MIG, .mig = cases[i].p0, .submit_ms = 0, .est_ms = cases[i].est0});
+        SchedJob *s1 = submit(
+            w,
+            (JobArgs){.req = REQ_MIG, .mig = cases[i].p1, .submit_ms = 1, .est_ms = cases[i].est1});
         cycle(w, 0);
         assert_true(started(w, s0) && started(w, s1));
         assert_int_equal(s0->pl.workers[0].grants[0].index, 0);
