@@ -562,6 +562,17 @@ static void svg_text_escaped(Buf *b, const char *text)
             buf_putc(b, *p);
 }
 
+/* The SVG element, a white page, and the start of the title text at x. */
+static void svg_open(Buf *b, double w, double h, double x)
+{
+    buf_printf(b,
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+               w, h, w, h);
+    buf_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    buf_printf(b, "<text x=\"%.0f\" y=\"24\" font-size=\"15\">", x);
+}
+
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
 
@@ -581,12 +592,7 @@ static void chart_svg(const SimReport *r, Buf *b)
         }
     if (xmax <= 0)
         xmax = 1;
-    buf_printf(b,
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-               W, H, W, H);
-    buf_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    buf_printf(b, "<text x=\"%.0f\" y=\"24\" font-size=\"15\">", L);
+    svg_open(b, W, H, L);
     buf_printf(b, "%s — %s on %s</text>\n",
                pack ? "GPU allocation vs arrived demand" : "GPU utilisation over time",
                r->trace_name, r->cluster_name);
@@ -661,12 +667,7 @@ static void chart_policy_svg(const SimReport *r, size_t pi, Buf *b)
                   : qmax <= 2 * step ? 2 * step
                   : qmax <= 5 * step ? 5 * step
                                      : 10 * step;
-    buf_printf(b,
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-               W, H, W, H);
-    buf_puts(b, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    buf_printf(b, "<text x=\"%.0f\" y=\"24\" font-size=\"15\">", L);
+    svg_open(b, W, H, L);
     svg_text_escaped(b, r->policies[pi].name);
     buf_printf(b, ": %s on %s (utilisation %.1f%%, allocation %.1f%%)</text>\n", r->trace_name,
                r->cluster_name, t->utilization_pct, t->allocation_pct);
