@@ -10,6 +10,7 @@
 #include "spec/spec.h"
 #include "util/file.h"
 #include "util/macro.h"
+#include "util/units.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -372,9 +373,15 @@ int cmd_plan(int argc, char **argv)
         case 's':
             state_path = optarg;
             break;
-        case 'S':
-            seed = strtoull(optarg, NULL, 10);
+        case 'S': {
+            int64_t v;
+            if (parse_i64(optarg, &v) < 0 || v < 0) {
+                fprintf(stderr, "gpuorch plan: --seed must be a whole number, not '%s'\n", optarg);
+                return 2;
+            }
+            seed = (uint64_t)v;
             break;
+        }
         case 'h':
             usage(stdout);
             return 0;

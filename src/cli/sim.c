@@ -279,13 +279,15 @@ int cmd_sim(int argc, char **argv)
             opt.tune_ratio = (double)milli / 1000.0;
             break;
         }
-        case 'j':
-            threads = strtol(optarg, NULL, 10);
-            if (threads < 1 || threads > 256) {
+        case 'j': {
+            int64_t v;
+            if (parse_i64(optarg, &v) < 0 || v < 1 || v > 256) {
                 fprintf(stderr, "gpuorch sim: --threads must be from 1 to 256\n");
                 return 2;
             }
+            threads = (long)v;
             break;
+        }
         case 'E':
             opt.oracle_estimates = true;
             break;

@@ -8,43 +8,9 @@
 set -eu
 
 GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
+. "$(dirname "$0")/lib.sh"
 CLUSTER=examples/cluster-demo.yaml
 JOBS=examples/jobs-demo.yaml
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$T/out" "$T/err"; do
-        [ -s "$f" ] && { echo "--- $(basename "$f"):" >&2; head -c 2000 "$f" >&2; echo >&2; }
-    done
-    exit 1
-}
-
-# run WANT_RC CMD...: run, keeping stdout in $T/out and stderr in $T/err.
-run() {
-    want=$1
-    shift
-    set +e
-    "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    set -e
-    [ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $*"
-}
-
-# json_ok FILE EXPR: FILE parses as JSON and the Python expression EXPR over d holds.
-json_ok() {
-    python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-if not eval(sys.argv[2]):
-    sys.exit("does not hold: " + sys.argv[2])
-' "$1" "$2" || fail "$1: $2"
-}
-
-err_has() {
-    grep -q -- "$1" "$T/err" || fail "stderr lacks '$1'"
-}
 
 # No GPU, MIG slot or share is given twice, and no worker of a job appears twice.
 no_double_allocation() {
@@ -144,6 +110,8 @@ json_ok "$T/c.json" 'abs(d["summary"]["gpu_equivalents_allocated"] - json.load(o
 
 # a state naming a node the cluster lacks
 sed 's/"h100-0"/"h100-9"/' "$T/a.json" >"$T/badnode.json"
+run 2 "$GPUORCH" plan --cluster $CLUSTER --jobs $JOBS --seed abc
+err_has "seed must be a whole number, not 'abc'"
 run 2 "$GPUORCH" plan --cluster $CLUSTER --jobs $JOBS --state "$T/badnode.json"
 err_has "badnode.json"
 err_has "node"

@@ -10,41 +10,8 @@
 set -eu
 
 GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
+. "$(dirname "$0")/lib.sh"
 CLUSTER=examples/cluster-demo.yaml
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$T/out" "$T/err"; do
-        [ -s "$f" ] && { echo "--- $(basename "$f"):" >&2; head -c 2000 "$f" >&2; echo >&2; }
-    done
-    exit 1
-}
-
-run() {
-    want=$1
-    shift
-    set +e
-    "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    set -e
-    [ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $*"
-}
-
-# json_ok FILE EXPR: FILE parses as JSON and the Python expression EXPR over d holds.
-json_ok() {
-    python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-if not eval(sys.argv[2]):
-    sys.exit("does not hold: " + sys.argv[2])
-' "$1" "$2" || fail "$1: $2"
-}
-
-err_has() {
-    grep -q -- "$1" "$T/err" || fail "stderr lacks '$1'"
-}
 
 # A small trace in our job CSV for the demo cluster: H100s, A100s (MIG), L4s.
 cat >"$T/trace.csv" <<'EOF'
@@ -95,6 +62,8 @@ err_has "lifo"
 run 2 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/trace.csv" --mode sideways
 run 2 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/trace.csv" --seeds 3-1
 run 2 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/trace.csv" -o xml
+run 2 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/trace.csv" --threads 2x
+err_has "threads must be from 1 to 256"
 run 2 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/trace.csv" --format philly
 run 2 "$GPUORCH" sim --cluster $CLUSTER
 run 0 "$GPUORCH" sim --help

@@ -10,36 +10,9 @@
 set -eu
 
 GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
+. "$(dirname "$0")/lib.sh"
 CLUSTER=examples/cluster-mixed.yaml
 PHILLY=../shared/traces/philly/philly_jobs_82k.csv
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$T/out" "$T/err"; do
-        [ -s "$f" ] && { echo "--- $(basename "$f"):" >&2; head -c 2000 "$f" >&2; echo >&2; }
-    done
-    exit 1
-}
-
-run() {
-    want=$1
-    shift
-    set +e
-    "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    set -e
-    [ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $*"
-}
-
-err_has() {
-    grep -q -- "$1" "$T/err" || fail "stderr lacks '$1'"
-}
-
-out_has() {
-    grep -q -- "$1" "$T/out" || fail "stdout lacks '$1'"
-}
 
 # A mix without training: runs whether or not the Philly table is there.
 cat >"$T/serve.yaml" <<'EOF'

@@ -7,34 +7,7 @@
 set -eu
 
 GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$T/out" "$T/err"; do
-        [ -s "$f" ] && { echo "--- $(basename "$f"):" >&2; head -c 2000 "$f" >&2; echo >&2; }
-    done
-    exit 1
-}
-
-run() {
-    want=$1
-    shift
-    set +e
-    "$@" >"$T/out" 2>"$T/err"
-    rc=$?
-    set -e
-    [ "$rc" -eq "$want" ] || fail "exit $rc, expected $want: $*"
-}
-
-out_has() {
-    grep -q -- "$1" "$T/out" || fail "stdout lacks '$1'"
-}
-
-err_has() {
-    grep -q -- "$1" "$T/err" || fail "stderr lacks '$1'"
-}
+. "$(dirname "$0")/lib.sh"
 
 # ---- valid files ----
 
