@@ -9,7 +9,8 @@ BUILD      ?= build
 TEST_BUILD ?= build-test
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libcmocka-dev \
-               clang-format python3
+               libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libsodium-dev \
+               clang-format python3 curl
 
 .PHONY: all deps build test run bench format format-check clean
 

@@ -14,6 +14,17 @@ static const struct {
     {"sim", cmd_sim, "replay a trace through the scheduler, policies side by side"},
     {"policies", cmd_policies, "list the placement policies"},
     {"trace", cmd_trace, "generate a synthetic workload: trace gen --mix FILE"},
+    {"server", cmd_server, "run the control plane: API, store and scheduler"},
+    {"agent", cmd_agent, "run the node agent: report GPUs, launch workers"},
+    {"submit", cmd_submit, "submit jobs from a YAML or JSON file"},
+    {"queue", cmd_queue, "list jobs: queue position, reason, ETA"},
+    {"cancel", cmd_cancel, "cancel a job"},
+    {"priority", cmd_priority, "change a job's priority class"},
+    {"nodes", cmd_nodes, "show nodes with their GPU and MIG map"},
+    {"teams", cmd_teams, "show teams with quotas and usage; set quotas"},
+    {"usage", cmd_usage, "GPU-hours and cost per team and project"},
+    {"logs", cmd_logs, "print a job's output"},
+    {"token", cmd_token, "create an API token: token create --role R [--team T]"},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,170 @@
+/* state.h: the server's model of the cluster and its jobs, and the scheduler loop that
+ * drives the core on the real clock. The HTTP handlers (api_*.c) read it under the
+ * lock and change it only through the functions below, which write the store first:
+ * nothing is acknowledged before it is durable.
+ *
+ * Lifecycle of a job: pending (queued in the core) -> starting (placed; the agents of
+ * its nodes are told to launch its workers) -> running (every worker reported running)
+ * -> succeeded / failed (workers exited), or stopping (preempted or cancelled; agents
+ * signal and stop the workers) -> pending again (preempted: next run resumes from the
+ * latest checkpoint) or cancelled. A node whose agent goes silent is lost: its jobs
+ * are torn down whole and requeued. */
+#pragma once
+
+#include "core/cluster.h"
+#include "core/job.h"
+#include "core/place.h"
+#include "core/sched.h"
+#include "store/store.h"
+#include "util/buf.h"
+#include "util/rng.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum JobState {
+    JOB_PENDING,
+    JOB_STARTING,
+    JOB_RUNNING,
+    JOB_STOPPING,
+    JOB_SUCCEEDED,
+    JOB_FAILED,
+    JOB_CANCELLED,
+    JOB_STATE_COUNT
+} JobState;
+
+const char *job_state_name(JobState s);
+int job_state_from_name(const char *s); /* -1 when unknown */
+static inline bool job_state_ended(JobState s)
+{
+    return s >= JOB_SUCCEEDED;
+}
+
+typedef enum Role { ROLE_ADMIN, ROLE_LEAD, ROLE_MEMBER, ROLE_VIEWER, ROLE_AGENT, ROLE_COUNT } Role;
+
+const char *role_name(Role r);
+int role_from_name(const char *s); /* -1 when unknown */
+
+/* Who makes a request (from its bearer token). */
+typedef struct Caller {
+    int64_t token_id;
+    Role role;
+    char team[64]; /* lead and member: their team */
+} Caller;
+
+typedef enum WorkerState {
+    WORKER_ASSIGNED, /* the agent is told to start it */
+    WORKER_RUNNING,
+    WORKER_EXITED,
+    WORKER_FAILED, /* could not start */
+    WORKER_GONE,   /* its node was lost */
+} WorkerState;
+
+/* One worker of a job's current run. */
+typedef struct WorkerRun {
+    uint32_t node; /* cluster node index */
+    uint8_t state; /* WorkerState */
+    int32_t pid;
+    int32_t exit_code; /* WORKER_EXITED: its code, or 128 + signal */
+    int64_t start_ms;  /* reported running since, -1 before */
+} WorkerRun;
+
+typedef enum StopMode { STOP_NONE, STOP_PREEMPT, STOP_CANCEL, STOP_TEARDOWN } StopMode;
+
+typedef struct ServerJob {
+    StoreJob st;  /* the durable record; st.state is the JobState */
+    JobSpec spec; /* parsed from st.spec_json */
+    SchedJob sj;  /* the core's view; sj.id == st.id, sj.pl the allocation */
+    WorkerRun *workers; /* the current run, one per worker; NULL when not placed */
+    size_t n_workers;
+    uint8_t stop_mode;  /* StopMode while stopping */
+    int64_t stop_ms;    /* when the stop was decided */
+    uint16_t master_port;
+    double gpu_equivalents; /* what all workers hold (or would hold) */
+} ServerJob;
+
+typedef enum NodeLiveness { NODE_UNKNOWN, NODE_READY, NODE_LOST } NodeLiveness;
+
+typedef struct NodeState {
+    uint8_t liveness; /* NodeLiveness */
+    int64_t last_seen_ms;
+    char *boot_id;
+    char *gpus_json; /* the GPUs as its agent last reported them ("[...]"), or NULL */
+} NodeState;
+
+typedef struct ServerOptions {
+    const char *config_path; /* cluster spec */
+    const char *db_url;      /* "sqlite:PATH" or "postgres://..." */
+    const char *data_dir;    /* admin.token and logs/ go here (the database's directory) */
+    int64_t heartbeat_ms;    /* what agents are told (default 500) */
+    int64_t lost_after_ms;   /* silence that makes a node lost (default 15000) */
+    int64_t cycle_ms;        /* scheduling cycle at the latest every (default 1000) */
+} ServerOptions;
+
+/* Counters for /metrics. */
+typedef struct ServerCounters {
+    uint64_t started, preempted, requeued_lost;
+    uint64_t finished[JOB_STATE_COUNT]; /* by ending state */
+    uint64_t cycles;
+    double cycle_seconds_sum;
+    uint64_t cycle_buckets[8]; /* <= 1ms, 5ms, 10ms, 50ms, 100ms, 500ms, 1s, +Inf */
+} ServerCounters;
+
+typedef struct Server {
+    pthread_mutex_t lock; /* guards everything below */
+    pthread_cond_t wake;  /* the scheduler thread waits on it */
+    bool dirty;           /* something changed: run a cycle soon */
+    bool quit;
+    pthread_t thread;
+    bool thread_started;
+
+    ServerOptions opt;
+    char *log_dir;
+    Store *store;
+    Cluster *c;
+    Rng rng;
+    PlaceCtx ctx;
+    Mix mix;
+    Sched sched;
+    NodeState *nodes; /* per cluster node */
+
+    ServerJob **jobs; /* by id: jobs[id], NULL for ids never seen; [0] unused */
+    size_t jobs_cap;
+    int64_t max_id;
+    SchedJob **running; /* scratch for sched_cycle */
+    size_t running_cap;
+    uint64_t order_cycle; /* the sched cycle s->order was last computed in */
+    uint16_t next_port;
+    ServerCounters counters;
+} Server;
+
+/* Load the cluster, open the store (migrating it), write admin.token on the first
+ * start, load jobs and rebuild the allocation of the running ones, and start the
+ * scheduler thread. 0, or a negative errno with err saying why. */
+int server_open(const ServerOptions *o, Server **ret, Buf *err);
+void server_close(Server *s);
+
+/* Wall clock in ms since the epoch (the one place the server reads it). */
+int64_t server_now_ms(void);
+
+/* The calls below take the lock themselves and return an HTTP status (2xx on success,
+ * 4xx with err set to a sentence for the caller, 500 when the store failed). */
+
+/* Accept jobs (all or none). On success ret_ids[i] holds each job's id. */
+int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids, Buf *err);
+int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err);
+int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Buf *err);
+int server_team_set(Server *s, const char *team, const double *guaranteed_gpus,
+                    const double *burst_gpus, const double *weight, Buf *err);
+
+/* The rest are called with the lock held. */
+
+/* A job by id, or NULL. */
+ServerJob *server_job(Server *s, int64_t id);
+/* Queue position (1 = next) of a pending job, 0 when not pending. Recomputes the
+ * queue order when it is stale. */
+uint32_t server_position(Server *s, const ServerJob *j);
+/* Wake the scheduler thread for a cycle now. */
+void server_kick(Server *s);

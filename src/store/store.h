@@ -1,0 +1,134 @@
+/* store.h: the server's durable state behind one interface: jobs, their events and
+ * usage records, team quota overrides, API tokens (hashed) and the MIG layouts the
+ * server set on each node. SQLite (WAL) is the embedded back end; the PostgreSQL back
+ * end (libpq) slots in behind the same functions.
+ *
+ * Every write function is durable when it returns 0: the transaction is committed
+ * and synced (SQLite: WAL with synchronous=FULL). Concurrent writers are
+ * group-committed: each caller's write waits for the one commit that carries it, so
+ * many small submissions share an fsync. All functions are thread-safe.
+ *
+ * The schema is versioned: opening a store applies the migrations it lacks, each in its
+ * own transaction, and refuses a database written by a newer gpuorch.
+ *
+ * Errors: a negative errno (-EINVAL bad URL or arguments, -ENOTSUP a back end this
+ * build lacks, -EIO the database failed, -ENOMEM) with the reason in err when given. */
+#pragma once
+
+#include "util/buf.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Store Store;
+
+/* Open "sqlite:PATH", a bare PATH (SQLite), or "postgres://..." (-ENOTSUP until that
+ * back end is built). Creates the file and its directory's database on first use. */
+int store_open(const char *url, Store **ret, Buf *err);
+void store_close(Store *s);
+/* The schema version the store is at (the newest migration applied). */
+int store_schema_version(Store *s);
+/* A cheap round trip to the database, for /healthz. 0 or -EIO. */
+int store_ping(Store *s);
+
+/* A job as stored. Strings are owned by the struct (store_job_free frees them); the
+ * store copies what it is given. Times are ms since the epoch, -1 when not yet. */
+typedef struct StoreJob {
+    int64_t id; /* assigned by store_write on insert, from 1, never reused */
+    char *name;
+    char *team;      /* NULL: none */
+    char *project;   /* NULL: none */
+    char *spec_json; /* the job as submitted, normalised (spec_job_to_json) */
+    int64_t owner;   /* token id of the submitter */
+    uint8_t priority; /* Priority (core/job.h) */
+    uint8_t state;    /* the server's JobState */
+    uint32_t run;     /* runs started so far */
+    uint32_t preemptions;
+    int64_t submit_ms, start_ms, end_ms;
+    int32_t exit_code;    /* -1 until it ended with one */
+    char *checkpoint;     /* latest completed checkpoint, NULL: none */
+    int64_t checkpoint_ms;
+    char *placement_json; /* the allocation while it holds one, else NULL */
+} StoreJob;
+
+void store_job_free(StoreJob *j);
+
+typedef struct StoreEvent {
+    int64_t job;
+    int64_t t_ms;
+    const char *type;   /* "start", "preempt", "checkpoint", "requeue", "finish", ... */
+    const char *detail; /* a sentence, or NULL */
+} StoreEvent;
+
+/* One closed run segment, for chargeback: a job held gpu_equivalents of a pool from
+ * start to end. */
+typedef struct StoreUsage {
+    int64_t job;
+    const char *team, *project, *pool, *model, *tier; /* NULL or "" when none */
+    double gpu_equivalents;
+    int64_t price_micro_usd; /* per GPU-hour of the pool */
+    int64_t start_ms, end_ms;
+} StoreUsage;
+
+/* One transaction: insert jobs (ids written back into inserts[i].id), update jobs
+ * (every field but id, name, team, project, spec_json, owner and submit_ms), append
+ * events and usage. All or nothing. */
+typedef struct StoreWrite {
+    StoreJob *inserts;
+    size_t n_inserts;
+    const StoreJob *const *updates;
+    size_t n_updates;
+    const StoreEvent *events;
+    size_t n_events;
+    const StoreUsage *usage;
+    size_t n_usage;
+} StoreWrite;
+
+int store_write(Store *s, StoreWrite *w, Buf *err);
+
+/* Call fn for every job in id order; fn takes ownership of the job's strings (it may
+ * keep them and must free what it does not keep with store_job_free). A non-zero
+ * return from fn stops the walk and is returned. */
+int store_jobs_load(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg);
+
+/* The events of one job in time order; the strings are valid during the call. */
+int store_events_for(Store *s, int64_t job,
+                     int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
+                     void *arg);
+
+/* Usage segments overlapping [from_ms, to_ms), in start order; strings valid during
+ * the call. */
+int store_usage_query(Store *s, int64_t from_ms, int64_t to_ms,
+                      int (*fn)(void *arg, const StoreUsage *u), void *arg);
+
+/* Team quota overrides (set through PUT /teams). */
+int store_team_set(Store *s, const char *name, double guaranteed_gpus, double burst_gpus,
+                   double weight);
+int store_teams_load(Store *s,
+                     int (*fn)(void *arg, const char *name, double guaranteed_gpus,
+                               double burst_gpus, double weight),
+                     void *arg);
+
+/* API tokens, kept as their hash. */
+#define STORE_TOKEN_HASH_LEN 32
+typedef struct StoreToken {
+    int64_t id;
+    char role[16]; /* "admin", "lead", "member", "viewer", "agent" */
+    char team[64]; /* "" when none */
+    char name[64];
+} StoreToken;
+
+int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
+                       const char *team, const char *name, int64_t created_ms, int64_t *ret_id);
+/* 1 and *ret filled when a token with this hash exists, 0 when not, or an error. */
+int store_token_find(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
+/* How many tokens exist (the first start creates the admin token when none). */
+int store_token_count(Store *s, int64_t *ret);
+
+/* The MIG layout the server set on a node's GPU, as JSON ([{"profile":..,"start":..}]),
+ * so a restarted server knows the instances its running jobs sit in. */
+int store_mig_set(Store *s, const char *node, unsigned index, const char *layout_json);
+int store_mig_load(Store *s,
+                   int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
+                   void *arg);
