@@ -1,0 +1,56 @@
+/* http.h: the server's HTTP front: libmicrohttpd underneath, requests collected whole
+ * (bodies up to HTTP_MAX_BODY), the bearer token resolved to a Caller, routed by method
+ * and path pattern to a handler, and replies built as JSON or text. Handlers run on
+ * the daemon's worker threads; they take the state lock themselves where they read or
+ * change the state (src/server/state.h). */
+#pragma once
+
+#include "server/state.h"
+#include "util/buf.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define HTTP_MAX_BODY (1u << 20)
+#define HTTP_MAX_PARAMS 4
+
+typedef struct HttpRequest {
+    const char *method;
+    const char *path;         /* without the query */
+    const char *content_type; /* "" when none */
+    const char *body;         /* NUL-terminated copy of the body ("" when none) */
+    size_t body_len;
+    Caller who;                           /* the token's owner (public routes: zeroed) */
+    const char *params[HTTP_MAX_PARAMS];  /* path parameters, in pattern order */
+    void *conn;                           /* struct MHD_Connection *, for http_query */
+} HttpRequest;
+
+typedef struct HttpResponse {
+    int status;
+    Buf body;
+    const char *content_type; /* static string; NULL: application/json */
+} HttpResponse;
+
+typedef void (*HttpHandler)(Server *s, const HttpRequest *rq, HttpResponse *rp);
+
+/* A query argument ("?state=pending"), decoded, or NULL. */
+const char *http_query(const HttpRequest *rq, const char *key);
+
+/* Reply with a JSON value (the reference is stolen), or {"error": "..."}. */
+void http_reply_json(HttpResponse *rp, int status, json_t *body);
+void http_reply_error(HttpResponse *rp, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void http_reply_text(HttpResponse *rp, int status, const char *content_type, const char *text,
+                     size_t len);
+
+/* Parse a JSON object body; on failure replies 400 (naming the line and column) and
+ * returns NULL. */
+json_t *http_body_json(const HttpRequest *rq, HttpResponse *rp);
+
+typedef struct HttpServer HttpServer;
+
+/* Listen on "HOST:PORT" (IPv4 or [IPv6]) with a pool of worker threads. 0 or a negative
+ * errno with err set ("cannot listen on 127.0.0.1:8080: Address already in use"). */
+int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err);
+void http_server_stop(HttpServer *h);
