@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define HTTP_MAX_BODY (1u << 20)
+#define HTTP_MAX_BODY   (1u << 20)
 #define HTTP_MAX_PARAMS 4
 
 typedef struct HttpRequest {
@@ -21,9 +21,9 @@ typedef struct HttpRequest {
     const char *content_type; /* "" when none */
     const char *body;         /* NUL-terminated copy of the body ("" when none) */
     size_t body_len;
-    Caller who;                           /* the token's owner (public routes: zeroed) */
-    const char *params[HTTP_MAX_PARAMS];  /* path parameters, in pattern order */
-    void *conn;                           /* struct MHD_Connection *, for http_query */
+    Caller who;                          /* the token's owner (public routes: zeroed) */
+    const char *params[HTTP_MAX_PARAMS]; /* path parameters, in pattern order */
+    void *conn;                          /* struct MHD_Connection *, for http_query */
 } HttpRequest;
 
 typedef struct HttpResponse {
@@ -36,6 +36,8 @@ typedef void (*HttpHandler)(Server *s, const HttpRequest *rq, HttpResponse *rp);
 
 /* A query argument ("?state=pending"), decoded, or NULL. */
 const char *http_query(const HttpRequest *rq, const char *key);
+/* A request header ("Accept"), or NULL. */
+const char *http_header(const HttpRequest *rq, const char *key);
 
 /* Reply with a JSON value (the reference is stolen), or {"error": "..."}. */
 void http_reply_json(HttpResponse *rp, int status, json_t *body);
@@ -53,4 +55,6 @@ typedef struct HttpServer HttpServer;
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]) with a pool of worker threads. 0 or a negative
  * errno with err set ("cannot listen on 127.0.0.1:8080: Address already in use"). */
 int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err);
+/* The port it listens on (the one the system chose for port 0), or -1. */
+int http_server_port(const HttpServer *h);
 void http_server_stop(HttpServer *h);

@@ -1,0 +1,62 @@
+/* auth.h: API tokens and what each role may do. A token is "gpo_" and 32 random bytes
+ * in base64url; the store keeps only its hash, so a leaked database leaks no token.
+ * A request's bearer token resolves to a Caller; the route table checks the caller's
+ * role against the route's action, and handlers check the team of the job they touch
+ * with auth_may. */
+#pragma once
+
+#include "server/state.h"
+#include "store/store.h"
+#include "util/buf.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define AUTH_TOKEN_PREFIX "gpo_"
+#define AUTH_TOKEN_BYTES  32
+/* "gpo_" + 43 base64url characters (32 bytes, no padding) + NUL */
+#define AUTH_TOKEN_SIZE 48
+
+/* What a request does, for the role checks (docs/api.md, Roles). */
+typedef enum AuthAction {
+    ACT_PUBLIC,              /* /healthz, /metrics: no token */
+    ACT_READ,                /* GET jobs, nodes, teams, usage, logs */
+    ACT_SUBMIT,              /* POST /jobs for a team */
+    ACT_CANCEL,              /* DELETE a team's job */
+    ACT_PRIORITY,            /* PATCH a team's job's priority (not to production) */
+    ACT_PRIORITY_PRODUCTION, /* PATCH a job to production */
+    ACT_ADMIN,               /* teams' quotas, tokens */
+    ACT_AGENT,               /* /api/v1/agent/... */
+    ACT_COUNT
+} AuthAction;
+
+/* May who do a on a job of team (NULL: the role check alone, as the route table makes
+ * it before the job is known)? */
+bool auth_may(const Caller *who, AuthAction a, const char *team);
+
+/* A new random token and its hash. 0, or -EIO when the system has no randomness. */
+int auth_token_new(char ret_token[AUTH_TOKEN_SIZE], uint8_t ret_hash[STORE_TOKEN_HASH_LEN]);
+/* The hash the store keeps of a token. */
+void auth_token_hash(const char *token, uint8_t ret_hash[STORE_TOKEN_HASH_LEN]);
+
+/* Create a token for role (team for lead and member, else NULL) and store its hash.
+ * The caller shows ret_token once. 0 or a negative errno with err set. */
+int auth_token_create(Store *store, Role role, const char *team, const char *name, int64_t now_ms,
+                      char ret_token[AUTH_TOKEN_SIZE], int64_t *ret_id, Buf *err);
+
+/* The caller an "Authorization: Bearer TOKEN" header names: 0, or -EACCES for a
+ * missing, malformed or unknown token (-EIO when the store failed). Asks the store. */
+int auth_resolve(Server *s, const char *authorization, Caller *ret);
+
+/* Tokens cannot be revoked, so a token once resolved stays valid: the cache keeps the
+ * store out of the hot path. Thread-safe; bounded (past its size it asks the store). */
+typedef struct AuthCache AuthCache;
+AuthCache *auth_cache_new(void);
+void auth_cache_free(AuthCache *c);
+int auth_cache_resolve(AuthCache *c, Server *s, const char *authorization, Caller *ret);
+
+/* On a store without tokens, create an admin token and write it to
+ * <data_dir>/admin.token (mode 0600, never over an existing file). *ret_path is the
+ * file's path (malloc'd) when one was written, NULL when tokens existed. 0 or a
+ * negative errno with err set. */
+int auth_bootstrap(Server *s, char **ret_path, Buf *err);

@@ -1,0 +1,504 @@
+/* http.c: the HTTP front of the server on libmicrohttpd: a pool of worker threads
+ * polling one listening socket, each request's body collected whole (up to
+ * HTTP_MAX_BODY), routed by method and path pattern, its bearer token resolved and its
+ * role checked before the body is even kept, then handed to the api_*.c handler.
+ *
+ * Routing, authentication and the size limit are decided here once, so a handler
+ * never sees a request it may not serve. Only server errors (5xx) are logged: a
+ * benchmark sends thousands of requests a second. */
+#include "server/http.h"
+
+#include "server/api.h"
+#include "server/auth.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HTTP_THREADS        4
+#define HTTP_CONN_LIMIT     1000
+#define HTTP_CONN_TIMEOUT   30 /* seconds a connection may stay silent */
+#define HTTP_LISTEN_BACKLOG 1024
+
+typedef struct Route {
+    const char *method;
+    const char *pattern; /* "{}" matches one non-empty path segment */
+    AuthAction action;
+    HttpHandler handler;
+} Route;
+
+static const Route routes[] = {
+    {"GET", "/healthz", ACT_PUBLIC, api_healthz},
+    {"GET", "/metrics", ACT_PUBLIC, api_metrics},
+    {"POST", "/api/v1/jobs", ACT_SUBMIT, api_jobs_submit},
+    {"GET", "/api/v1/jobs", ACT_READ, api_jobs_list},
+    {"GET", "/api/v1/jobs/{}", ACT_READ, api_job_get},
+    {"DELETE", "/api/v1/jobs/{}", ACT_CANCEL, api_job_cancel},
+    {"PATCH", "/api/v1/jobs/{}", ACT_PRIORITY, api_job_patch},
+    {"GET", "/api/v1/jobs/{}/logs", ACT_READ, api_job_logs},
+    {"GET", "/api/v1/nodes", ACT_READ, api_nodes_list},
+    {"GET", "/api/v1/teams", ACT_READ, api_teams_list},
+    {"GET", "/api/v1/teams/{}", ACT_READ, api_team_get},
+    {"PUT", "/api/v1/teams/{}", ACT_ADMIN, api_team_put},
+    {"GET", "/api/v1/usage", ACT_READ, api_usage},
+    {"POST", "/api/v1/tokens", ACT_ADMIN, api_tokens_create},
+    {"POST", "/api/v1/agent/heartbeat", ACT_AGENT, api_agent_heartbeat},
+    {"POST", "/api/v1/agent/logs/{}/{}", ACT_AGENT, api_agent_logs},
+};
+
+struct HttpServer {
+    struct MHD_Daemon *d;
+    Server *s;
+    AuthCache *cache;
+};
+
+/* One request from its headers to its reply. */
+typedef struct ReqCtx {
+    const Route *route;
+    Caller who;
+    int refuse; /* a status decided from the headers (404, 405, 401, 403); 0: none */
+    char refuse_msg[160];
+    char allow[64]; /* 405: the methods the path takes */
+    bool too_big;
+    Buf body;
+    char *params_buf; /* the path parameters, NUL-separated */
+    const char *params[HTTP_MAX_PARAMS];
+} ReqCtx;
+
+/* Does path match pattern? Parameters go to ctx (when given) as offsets into path. */
+static bool route_match(const char *pattern, const char *path, size_t ret_off[HTTP_MAX_PARAMS],
+                        size_t ret_len[HTTP_MAX_PARAMS], size_t *ret_n)
+{
+    const char *p = pattern, *q = path;
+    size_t n = 0;
+    while (*p) {
+        if (p[0] == '{' && p[1] == '}') {
+            size_t len = strcspn(q, "/");
+            if (!len || n == HTTP_MAX_PARAMS)
+                return false;
+            ret_off[n] = (size_t)(q - path);
+            ret_len[n++] = len;
+            q += len;
+            p += 2;
+        } else if (*p++ != *q++) {
+            return false;
+        }
+    }
+    if (*q)
+        return false;
+    *ret_n = n;
+    return true;
+}
+
+static const char *action_words(AuthAction a)
+{
+    switch (a) {
+    case ACT_SUBMIT:
+        return "submit jobs";
+    case ACT_CANCEL:
+        return "cancel jobs";
+    case ACT_PRIORITY:
+    case ACT_PRIORITY_PRODUCTION:
+        return "change job priorities";
+    case ACT_ADMIN:
+        return "manage teams and tokens";
+    default:
+        return "do this";
+    }
+}
+
+static void refuse(ReqCtx *ctx, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(ReqCtx *ctx, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->refuse_msg, sizeof(ctx->refuse_msg), fmt, ap);
+    va_end(ap);
+    ctx->refuse = status;
+}
+
+/* Decide from the method, the path and the token what becomes of the request. */
+static int route_request(HttpServer *h, struct MHD_Connection *conn, const char *method,
+                         const char *url, ReqCtx *ctx)
+{
+    size_t off[HTTP_MAX_PARAMS], len[HTTP_MAX_PARAMS], n = 0;
+    const Route *found = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+        size_t o[HTTP_MAX_PARAMS], l[HTTP_MAX_PARAMS], k;
+        if (!route_match(routes[i].pattern, url, o, l, &k))
+            continue;
+        if (!strcmp(routes[i].method, method)) {
+            found = &routes[i];
+            memcpy(off, o, sizeof(o));
+            memcpy(len, l, sizeof(l));
+            n = k;
+            break;
+        }
+        size_t used = strlen(ctx->allow);
+        snprintf(ctx->allow + used, sizeof(ctx->allow) - used, "%s%s", used ? ", " : "",
+                 routes[i].method);
+    }
+    if (!found) {
+        if (ctx->allow[0])
+            refuse(ctx, 405, "%s is not allowed on %s (allowed: %s)", method, url, ctx->allow);
+        else
+            refuse(ctx, 404, "no such endpoint: %s", url);
+        return 0;
+    }
+    ctx->route = found;
+    if (n) {
+        size_t total = 0;
+        for (size_t i = 0; i < n; i++)
+            total += len[i] + 1;
+        ctx->params_buf = malloc(total);
+        if (!ctx->params_buf)
+            return -ENOMEM;
+        char *w = ctx->params_buf;
+        for (size_t i = 0; i < n; i++) {
+            memcpy(w, url + off[i], len[i]);
+            w[len[i]] = '\0';
+            ctx->params[i] = w;
+            w += len[i] + 1;
+        }
+    }
+    if (found->action == ACT_PUBLIC)
+        return 0;
+
+    const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    int r = auth_cache_resolve(h->cache, h->s, authz, &ctx->who);
+    if (r == -EACCES) {
+        refuse(ctx, 401,
+               authz ? "the token is not known to this server"
+                     : "no token: send 'Authorization: Bearer TOKEN'");
+        return 0;
+    }
+    if (r < 0) {
+        refuse(ctx, 500, "cannot check the token: the store failed");
+        return 0;
+    }
+    if (auth_may(&ctx->who, found->action, NULL))
+        return 0;
+    if (ctx->who.role == ROLE_AGENT)
+        refuse(ctx, 403, "an agent token may only use /api/v1/agent/...");
+    else if (found->action == ACT_AGENT)
+        refuse(ctx, 403, "only agent tokens may use /api/v1/agent/...");
+    else
+        refuse(ctx, 403, "a %s token may not %s", role_name(ctx->who.role),
+               action_words(found->action));
+    return 0;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, const char *method, const char *url,
+                                  HttpResponse *rp, const char *allow)
+{
+    if (rp->body.oom || !rp->status) {
+        buf_free(&rp->body);
+        http_reply_error(rp, 500, rp->status ? "out of memory" : "the handler gave no reply");
+    }
+    if (rp->status >= 500)
+        log_error("http method=%s path=%s status=%d body=%s", method, url, rp->status,
+                  buf_str(&rp->body));
+    size_t len = rp->body.len;
+    char *data = rp->body.data ? buf_steal(&rp->body) : NULL;
+    struct MHD_Response *resp =
+        data ? MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            rp->content_type ? rp->content_type : "application/json");
+    if (allow && *allow)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)rp->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    HttpServer *h = cls;
+    ReqCtx *ctx = *con_cls;
+    if (!ctx) {
+        ctx = calloc(1, sizeof(*ctx));
+        if (!ctx)
+            return MHD_NO;
+        *con_cls = ctx;
+        if (route_request(h, conn, method, url, ctx) < 0)
+            return MHD_NO;
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY)
+            ctx->too_big = true;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        /* A refused or oversized request's body is read and dropped, never kept. */
+        if (!ctx->refuse && !ctx->too_big) {
+            if (ctx->body.len + *upload_data_size > HTTP_MAX_BODY) {
+                ctx->too_big = true;
+                buf_free(&ctx->body);
+            } else {
+                buf_append(&ctx->body, upload_data, *upload_data_size);
+            }
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+
+    HttpResponse rp = {0};
+    if (ctx->refuse) {
+        http_reply_error(&rp, ctx->refuse, "%s", ctx->refuse_msg);
+    } else if (ctx->too_big) {
+        http_reply_error(&rp, 413, "request body is over 1 MiB");
+    } else if (ctx->body.oom) {
+        http_reply_error(&rp, 500, "out of memory");
+    } else {
+        const char *ct =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        HttpRequest rq = {
+            .method = method,
+            .path = url,
+            .content_type = ct ? ct : "",
+            .body = buf_str(&ctx->body),
+            .body_len = ctx->body.len,
+            .who = ctx->who,
+            .conn = conn,
+        };
+        memcpy(rq.params, ctx->params, sizeof(rq.params));
+        ctx->route->handler(h->s, &rq, &rp);
+    }
+    enum MHD_Result ret =
+        send_reply(conn, method, url, &rp, ctx->refuse == 405 ? ctx->allow : NULL);
+    buf_free(&rp.body);
+    return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    ReqCtx *ctx = *con_cls;
+    if (!ctx)
+        return;
+    buf_free(&ctx->body);
+    free(ctx->params_buf);
+    free(ctx);
+    *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[256];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    log_error("http error=\"%s\"", msg);
+}
+
+const char *http_query(const HttpRequest *rq, const char *key)
+{
+    return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *http_header(const HttpRequest *rq, const char *key)
+{
+    return MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, key);
+}
+
+void http_reply_json(HttpResponse *rp, int status, json_t *body)
+{
+    buf_free(&rp->body);
+    rp->content_type = NULL;
+    /* 15 significant digits: 0.1 is written as 0.1, not 0.10000000000000001 */
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(body);
+    if (!text) {
+        rp->status = 500;
+        buf_puts(&rp->body, "{\"error\":\"out of memory\"}");
+        return;
+    }
+    size_t len = strlen(text);
+    rp->body = (Buf){.data = text, .len = len, .cap = len + 1};
+    rp->status = status;
+}
+
+void http_reply_error(HttpResponse *rp, int status, const char *fmt, ...)
+{
+    Buf msg = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&msg, fmt, ap);
+    va_end(ap);
+    buf_free(&rp->body);
+    rp->content_type = NULL;
+    rp->status = status;
+    buf_puts(&rp->body, "{\"error\":");
+    buf_json_str(&rp->body, buf_str(&msg));
+    buf_putc(&rp->body, '}');
+    buf_free(&msg);
+}
+
+void http_reply_text(HttpResponse *rp, int status, const char *content_type, const char *text,
+                     size_t len)
+{
+    buf_free(&rp->body);
+    rp->status = status;
+    rp->content_type = content_type;
+    buf_append(&rp->body, text, len);
+}
+
+json_t *http_body_json(const HttpRequest *rq, HttpResponse *rp)
+{
+    if (!rq->body_len) {
+        http_reply_error(rp, 400, "the body is empty: expected a JSON object");
+        return NULL;
+    }
+    json_error_t e;
+    json_t *v = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &e);
+    if (!v) {
+        http_reply_error(rp, 400, "malformed JSON at line %d, column %d: %s", e.line, e.column,
+                         e.text);
+        return NULL;
+    }
+    if (!json_is_object(v)) {
+        json_decref(v);
+        http_reply_error(rp, 400, "the body must be a JSON object");
+        return NULL;
+    }
+    return v;
+}
+
+/* "HOST:PORT", "[V6]:PORT" or ":PORT" (every address) into a bound, listening,
+ * non-blocking socket. */
+static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
+{
+    _cleanup_free_ char *host = NULL;
+    const char *port;
+    if (addr[0] == '[') {
+        const char *rb = strchr(addr, ']');
+        if (!rb || rb[1] != ':') {
+            buf_printf(err, "bad listen address '%s': expected [IPV6]:PORT", addr);
+            return -EINVAL;
+        }
+        host = strndup(addr + 1, (size_t)(rb - addr - 1));
+        port = rb + 2;
+    } else {
+        const char *colon = strrchr(addr, ':');
+        if (!colon) {
+            buf_printf(err, "bad listen address '%s': expected HOST:PORT", addr);
+            return -EINVAL;
+        }
+        host = strndup(addr, (size_t)(colon - addr));
+        port = colon + 1;
+    }
+    if (!host)
+        return -ENOMEM;
+    char *end;
+    long p = strtol(port, &end, 10);
+    if (!*port || *end || p < 0 || p > 65535) {
+        buf_printf(err, "bad listen address '%s': the port must be a number from 0 to 65535", addr);
+        return -EINVAL;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int g = getaddrinfo(*host ? host : NULL, port, &hints, &ai);
+    if (g) {
+        buf_printf(err, "cannot listen on %s: %s", addr, gai_strerror(g));
+        return -EINVAL;
+    }
+    int e = 0, fd = -1;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, HTTP_LISTEN_BACKLOG) == 0) {
+            *ret_v6 = a->ai_family == AF_INET6;
+            break;
+        }
+        e = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        buf_printf(err, "cannot listen on %s: %s", addr, strerror(e));
+        return -e;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err)
+{
+    HttpServer *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->s = s;
+    h->cache = auth_cache_new();
+    if (!h->cache) {
+        free(h);
+        return -ENOMEM;
+    }
+    bool v6 = false;
+    int fd;
+    int r = listen_on(listen, &v6, &fd, err);
+    if (r < 0) {
+        auth_cache_free(h->cache);
+        free(h);
+        return r;
+    }
+    unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET,
+                            (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_LIMIT,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+    if (!h->d) {
+        close(fd);
+        auth_cache_free(h->cache);
+        free(h);
+        buf_printf(err, "cannot listen on %s: the HTTP daemon did not start", listen);
+        return -EIO;
+    }
+    *ret = h;
+    return 0;
+}
+
+int http_server_port(const HttpServer *h)
+{
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    return i ? i->port : -1;
+}
+
+void http_server_stop(HttpServer *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    auth_cache_free(h->cache);
+    free(h);
+}
