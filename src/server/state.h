@@ -15,6 +15,7 @@
 #include "core/job.h"
 #include "core/place.h"
 #include "core/sched.h"
+#include "spec/spec.h"
 #include "store/store.h"
 #include "util/buf.h"
 #include "util/rng.h"
@@ -69,20 +70,23 @@ typedef struct WorkerRun {
     int32_t pid;
     int32_t exit_code; /* WORKER_EXITED: its code, or 128 + signal */
     int64_t start_ms;  /* reported running since, -1 before */
+    bool reported;     /* named in the heartbeat being handled */
 } WorkerRun;
 
 typedef enum StopMode { STOP_NONE, STOP_PREEMPT, STOP_CANCEL, STOP_TEARDOWN } StopMode;
 
 typedef struct ServerJob {
-    StoreJob st;  /* the durable record; st.state is the JobState */
-    JobSpec spec; /* parsed from st.spec_json */
-    SchedJob sj;  /* the core's view; sj.id == st.id, sj.pl the allocation */
+    StoreJob st;        /* the durable record; st.state is the JobState */
+    JobSpec spec;       /* parsed from st.spec_json */
+    SchedJob sj;        /* the core's view; sj.id == st.id, sj.pl the allocation */
     WorkerRun *workers; /* the current run, one per worker; NULL when not placed */
     size_t n_workers;
-    uint8_t stop_mode;  /* StopMode while stopping */
-    int64_t stop_ms;    /* when the stop was decided */
+    uint8_t stop_mode; /* StopMode while stopping */
+    int64_t stop_ms;   /* when the stop was decided */
     uint16_t master_port;
     double gpu_equivalents; /* what all workers hold (or would hold) */
+    uint32_t position;      /* pending: place in the queue (1 = next), as last ordered */
+    bool requeue;           /* stopping: queue it again when its workers are gone */
 } ServerJob;
 
 typedef enum NodeLiveness { NODE_UNKNOWN, NODE_READY, NODE_LOST } NodeLiveness;
@@ -91,6 +95,7 @@ typedef struct NodeState {
     uint8_t liveness; /* NodeLiveness */
     int64_t last_seen_ms;
     char *boot_id;
+    char *address;   /* where its workers' peers reach it (MASTER_ADDR), or NULL: the name */
     char *gpus_json; /* the GPUs as its agent last reported them ("[...]"), or NULL */
 } NodeState;
 
@@ -101,6 +106,7 @@ typedef struct ServerOptions {
     int64_t heartbeat_ms;    /* what agents are told (default 500) */
     int64_t lost_after_ms;   /* silence that makes a node lost (default 15000) */
     int64_t cycle_ms;        /* scheduling cycle at the latest every (default 1000) */
+    int64_t min_runtime_ms;  /* a job runs this long before it may be preempted (-1: 5 min) */
 } ServerOptions;
 
 /* Counters for /metrics. */
@@ -133,9 +139,11 @@ typedef struct Server {
     ServerJob **jobs; /* by id: jobs[id], NULL for ids never seen; [0] unused */
     size_t jobs_cap;
     int64_t max_id;
+    ServerJob **holding; /* jobs holding an allocation (starting, running, stopping) */
+    size_t n_holding, holding_cap;
     SchedJob **running; /* scratch for sched_cycle */
     size_t running_cap;
-    uint64_t order_cycle; /* the sched cycle s->order was last computed in */
+    bool order_stale; /* the queue changed since positions were computed */
     uint16_t next_port;
     ServerCounters counters;
 } Server;
@@ -166,5 +174,40 @@ ServerJob *server_job(Server *s, int64_t id);
 /* Queue position (1 = next) of a pending job, 0 when not pending. Recomputes the
  * queue order when it is stale. */
 uint32_t server_position(Server *s, const ServerJob *j);
+/* When a pending job is expected to start (a reservation holds nodes for it), or -1. */
+int64_t server_eta_ms(Server *s, const ServerJob *j);
 /* Wake the scheduler thread for a cycle now. */
 void server_kick(Server *s);
+
+/* For the agent endpoints (api_agent.c) and the scheduler thread; lock held. */
+
+/* What a step changed, to persist in one durable write (server_commit) before anyone
+ * is told: jobs (each once), events, closed usage segments. */
+typedef struct Changes {
+    ServerJob **jobs;
+    size_t n_jobs, jobs_cap;
+    StoreEvent *events;
+    size_t n_events, events_cap;
+    StoreUsage *usage;
+    size_t n_usage, usage_cap;
+    char **strs; /* event details, owned */
+    size_t n_strs, strs_cap;
+} Changes;
+void changes_job(Changes *ch, ServerJob *j);
+void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail);
+void changes_free(Changes *ch);
+/* Write the changes durably and empty the lists; 0 or -EIO (logged). */
+int server_commit(Server *s, Changes *ch);
+/* Worker state has changed: move the job along its lifecycle (running, ended,
+ * released, requeued). */
+void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
+/* The core placed the job: its run begins (workers assigned to their nodes' agents). */
+int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
+/* Nodes whose agents went silent: lost, their jobs torn down and requeued. */
+void server_check_nodes(Server *s, int64_t now_ms);
+/* The list of jobs holding an allocation. */
+int server_hold(Server *s, ServerJob *j);
+void server_unhold(Server *s, ServerJob *j);
+/* Stop a job's workers (mode STOP_*); requeue says what happens when they are gone. */
+void server_job_stop(Server *s, ServerJob *j, StopMode mode, bool requeue, int64_t now_ms,
+                     Changes *ch);

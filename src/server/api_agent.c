@@ -1,0 +1,352 @@
+/* api_agent.c: the agents' side of the API. A heartbeat carries what a node has and
+ * what its workers are doing; the server folds that into the jobs' lifecycles, writes
+ * the changes durably, and answers with everything the node should be doing now (MIG
+ * layouts, the workers to run or stop, the ended workers it may forget). Because the
+ * answer is the whole desired state every time, a lost reply or a restart on either
+ * side heals on the next heartbeat.
+ *
+ * Logs arrive as byte ranges of each worker's run log and are appended to the server's
+ * copy when they continue it exactly. */
+#include "server/api.h"
+#include "server/placement_json.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_LOG_CHUNK (256u << 10)
+
+static void set_str(char **dst, const char *src)
+{
+    if (src && (!*dst || strcmp(*dst, src))) {
+        char *c = strdup(src);
+        if (c) {
+            free(*dst);
+            *dst = c;
+        }
+    }
+}
+
+/* Fold one reported worker into its job. Returns true when the server has recorded
+ * the worker's end (the agent may forget it). */
+static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Changes *ch)
+{
+    json_int_t id = json_integer_value(json_object_get(w, "job"));
+    json_int_t run = json_integer_value(json_object_get(w, "run"));
+    json_int_t rank = json_integer_value(json_object_get(w, "rank"));
+    const char *state = json_string_value(json_object_get(w, "state"));
+    bool ended = state && strcmp(state, "running");
+    ServerJob *j = server_job(s, id);
+    if (!j || !j->workers || j->st.run != run || rank < 0 || (size_t)rank >= j->n_workers ||
+        j->workers[rank].node != node)
+        return ended; /* an earlier run, or a job the server let go: nothing to record */
+    WorkerRun *wr = &j->workers[rank];
+    wr->reported = true;
+
+    const char *ckpt = json_string_value(json_object_get(w, "checkpoint"));
+    if (ckpt && *ckpt && (!j->st.checkpoint || strcmp(ckpt, j->st.checkpoint))) {
+        json_t *at = json_object_get(w, "checkpoint_ms");
+        set_str(&j->st.checkpoint, ckpt);
+        j->st.checkpoint_ms = json_is_integer(at) ? json_integer_value(at) : now;
+        j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
+        changes_event(ch, j, now, "checkpoint", ckpt);
+    }
+    if (!state)
+        return false;
+    if (!strcmp(state, "running")) {
+        if (wr->state == WORKER_ASSIGNED) {
+            wr->state = WORKER_RUNNING;
+            wr->pid = (int32_t)json_integer_value(json_object_get(w, "pid"));
+            json_t *st = json_object_get(w, "start_ms");
+            wr->start_ms = json_is_integer(st) ? json_integer_value(st) : now;
+            changes_job(ch, j);
+        }
+    } else if (wr->state == WORKER_ASSIGNED || wr->state == WORKER_RUNNING) {
+        json_t *code = json_object_get(w, "exit_code"), *sig = json_object_get(w, "signal");
+        if (!strcmp(state, "failed")) {
+            wr->state = WORKER_FAILED;
+            const char *e = json_string_value(json_object_get(w, "error"));
+            char detail[300];
+            snprintf(detail, sizeof(detail), "rank %lld could not start: %s", (long long)rank,
+                     e ? e : "unknown error");
+            changes_event(ch, j, now, "fail", detail);
+        } else {
+            wr->state = WORKER_EXITED;
+            wr->exit_code = json_is_integer(code) ? (int32_t)json_integer_value(code)
+                            : json_is_integer(sig) && json_integer_value(sig)
+                                ? 128 + (int32_t)json_integer_value(sig)
+                                : -1;
+        }
+        changes_job(ch, j);
+    }
+    server_job_progress(s, j, now, ch);
+    return ended;
+}
+
+static void mark_unreported(Server *s, uint32_t node)
+{
+    for (size_t i = 0; i < s->n_holding; i++)
+        for (size_t w = 0; w < s->holding[i]->n_workers; w++)
+            if (s->holding[i]->workers[w].node == node)
+                s->holding[i]->workers[w].reported = false;
+}
+
+/* Workers the node should run that its agent did not mention: one never started that
+ * is no longer wanted, or one that was running and vanished without an exit the agent
+ * saw (its agent lost track of it), is gone. */
+static void fold_unreported(Server *s, uint32_t node, int64_t now, Changes *ch)
+{
+    size_t n = s->n_holding;
+    ServerJob **jobs = malloc((n ? n : 1) * sizeof(*jobs));
+    if (!jobs)
+        return;
+    memcpy(jobs, s->holding, n * sizeof(*jobs));
+    for (size_t i = 0; i < n; i++) {
+        ServerJob *j = jobs[i];
+        bool changed = false;
+        for (size_t w = 0; w < j->n_workers; w++) {
+            WorkerRun *wr = &j->workers[w];
+            if (wr->node != node || wr->reported)
+                continue;
+            if ((wr->state == WORKER_ASSIGNED && j->st.state == JOB_STOPPING) ||
+                wr->state == WORKER_RUNNING) {
+                wr->state = WORKER_GONE;
+                changed = true;
+            }
+        }
+        if (changed) {
+            changes_job(ch, j);
+            server_job_progress(s, j, now, ch);
+        }
+    }
+    free(jobs);
+}
+
+static const char *stop_word(const ServerJob *j)
+{
+    if (j->st.state != JOB_STOPPING)
+        return NULL;
+    return j->stop_mode == STOP_PREEMPT ? "preempt" : "cancel";
+}
+
+static json_t *env_json(const JobSpec *spec)
+{
+    json_t *env = json_object();
+    for (size_t i = 0; i < spec->n_env; i++) {
+        const char *eq = strchr(spec->env[i], '=');
+        if (!eq)
+            continue;
+        char key[256];
+        size_t kl = MIN((size_t)(eq - spec->env[i]), sizeof(key) - 1);
+        memcpy(key, spec->env[i], kl);
+        key[kl] = '\0';
+        json_object_set_new(env, key, json_string(eq + 1));
+    }
+    return env;
+}
+
+static json_t *worker_json(Server *s, ServerJob *j, size_t rank)
+{
+    const WorkerAlloc *wa = &j->sj.pl.workers[rank];
+    size_t local = 0;
+    for (size_t w = 0; w < rank; w++)
+        local += j->sj.pl.workers[w].node == wa->node;
+    const NodeState *ns0 = &s->nodes[j->sj.pl.workers[0].node];
+    const char *master = ns0->address ? ns0->address : s->c->nodes[j->sj.pl.workers[0].node].name;
+    json_t *cmd = json_array();
+    for (size_t i = 0; i < j->spec.n_command; i++)
+        json_array_append_new(cmd, json_string(j->spec.command[i]));
+    const char *stop = stop_word(j);
+    return json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:s, s:i, s:o, s:o, s:o, s:o, s:I, s:s, s:I, s:o}", "job",
+        (json_int_t)j->st.id, "run", (json_int_t)j->st.run, "rank", (json_int_t)rank, "local_rank",
+        (json_int_t)local, "world_size", (json_int_t)j->n_workers, "master_addr", master,
+        "master_port", (int)j->master_port, "gpus", placement_grants_json(s->c, wa), "command", cmd,
+        "env", env_json(&j->spec), "resume_from",
+        j->st.checkpoint ? json_string(j->st.checkpoint) : json_null(), "checkpoint_interval_ms",
+        (json_int_t)j->spec.checkpoint_interval_ms, "checkpoint_signal", "USR1", "grace_ms",
+        (json_int_t)j->sj.grace_ms, "stop", stop ? json_string(stop) : json_null());
+}
+
+/* The node's desired state: MIG layouts and the workers it should run. */
+static json_t *desired(Server *s, uint32_t node, json_t *forget)
+{
+    const Node *n = &s->c->nodes[node];
+    const GpuModel *m = node_model(s->c, n);
+    json_t *mig = json_array();
+    for (unsigned i = 0; i < n->n_gpus; i++) {
+        const Gpu *g = node_gpu_c(s->c, n, i);
+        if (g->mode != GPU_MIG)
+            continue;
+        MigInstance inst[MIG_MAX_SLOTS];
+        size_t k = mig_layout_list(&g->mig, inst);
+        json_t *layout = json_array();
+        for (size_t x = 0; x < k; x++)
+            json_array_append_new(layout, json_pack("{s:s, s:i}", "profile",
+                                                    m->profiles[inst[x].profile].name, "start",
+                                                    (int)inst[x].start));
+        json_array_append_new(mig, json_pack("{s:i, s:o}", "index", (int)i, "layout", layout));
+    }
+    json_t *workers = json_array();
+    for (size_t k = 0; k < s->n_holding; k++) {
+        ServerJob *j = s->holding[k];
+        for (size_t w = 0; w < j->n_workers; w++) {
+            const WorkerRun *wr = &j->workers[w];
+            if (wr->node == node && (wr->state == WORKER_ASSIGNED || wr->state == WORKER_RUNNING))
+                json_array_append_new(workers, worker_json(s, j, w));
+        }
+    }
+    return json_pack("{s:I, s:o, s:o, s:O}", "heartbeat_ms", (json_int_t)s->opt.heartbeat_ms, "mig",
+                     mig, "workers", workers, "forget", forget);
+}
+
+void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    json_t *body = http_body_json(rq, rp);
+    if (!body)
+        return;
+    const char *name = json_string_value(json_object_get(body, "node"));
+    json_t *workers = json_object_get(body, "workers");
+    if (!name || (workers && !json_is_array(workers))) {
+        http_reply_error(rp, 400, "a heartbeat needs 'node' (a string) and 'workers' (a list)");
+        json_decref(body);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    int idx = cluster_find_node(s->c, name);
+    if (idx < 0) {
+        pthread_mutex_unlock(&s->lock);
+        http_reply_error(rp, 404, "node '%s' is not in cluster %s", name, s->c->name);
+        json_decref(body);
+        return;
+    }
+    int64_t now = server_now_ms();
+    NodeState *ns = &s->nodes[idx];
+    if (ns->liveness != NODE_READY) {
+        log_info("event=node_ready node=%s was=%s", name,
+                 ns->liveness == NODE_LOST ? "lost" : "unknown");
+        ns->liveness = NODE_READY;
+        cluster_set_schedulable(s->c, (uint32_t)idx, true);
+        server_kick(s);
+    }
+    ns->last_seen_ms = now;
+    set_str(&ns->boot_id, json_string_value(json_object_get(body, "boot_id")));
+    set_str(&ns->address, json_string_value(json_object_get(body, "address")));
+    json_t *gpus = json_object_get(body, "gpus");
+    if (json_is_array(gpus)) {
+        char *g = json_dumps(gpus, JSON_COMPACT);
+        if (g) {
+            free(ns->gpus_json);
+            ns->gpus_json = g;
+        }
+    }
+    Changes ch = {0};
+    json_t *forget = json_array();
+    size_t i;
+    json_t *w;
+    mark_unreported(s, (uint32_t)idx);
+    json_array_foreach(workers, i, w)
+    {
+        if (fold_worker(s, (uint32_t)idx, w, now, &ch))
+            json_array_append_new(
+                forget, json_pack("{s:O, s:O, s:O}", "job", json_object_get(w, "job"), "run",
+                                  json_object_get(w, "run"), "rank", json_object_get(w, "rank")));
+    }
+    fold_unreported(s, (uint32_t)idx, now, &ch);
+    int r = server_commit(s, &ch);
+    changes_free(&ch);
+    if (r < 0) {
+        pthread_mutex_unlock(&s->lock);
+        json_decref(forget);
+        json_decref(body);
+        http_reply_error(rp, 500, "the store failed; report again");
+        return;
+    }
+    json_t *reply = desired(s, (uint32_t)idx, forget);
+    pthread_mutex_unlock(&s->lock);
+    json_decref(forget);
+    json_decref(body);
+    http_reply_json(rp, 200, reply);
+}
+
+/* ---- logs ---- */
+
+static bool parse_id(const char *s, long long lo, long long *ret)
+{
+    char *end;
+    errno = 0;
+    long long v = s ? strtoll(s, &end, 10) : 0;
+    if (!s || !*s || *end || errno || v < lo)
+        return false;
+    *ret = v;
+    return true;
+}
+
+void api_agent_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    long long job, rank, run, offset;
+    if (!parse_id(rq->params[0], 1, &job) || !parse_id(rq->params[1], 0, &rank) ||
+        !parse_id(http_query(rq, "run"), 1, &run) ||
+        !parse_id(http_query(rq, "offset"), 0, &offset)) {
+        http_reply_error(rp, 400,
+                         "a log upload needs /logs/JOB/RANK?run=R&offset=N, whole numbers");
+        return;
+    }
+    if (rq->body_len > MAX_LOG_CHUNK) {
+        http_reply_error(rp, 413, "a log chunk is at most 256 KiB");
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    ServerJob *j = server_job(s, job);
+    bool known = j && run <= j->st.run;
+    pthread_mutex_unlock(&s->lock);
+    if (!known) {
+        http_reply_error(rp, 404, "no run %lld of job %lld", run, job);
+        return;
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%lld-%lld-%lld.log", s->log_dir, job, rank, run);
+    mkdir(s->log_dir, 0755);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    struct stat stt;
+    if (fd < 0 || fstat(fd, &stt) < 0) {
+        if (fd >= 0)
+            close(fd);
+        log_error("event=log_write_failed path=%s errno=%d", path, errno);
+        http_reply_error(rp, 500, "cannot write the log");
+        return;
+    }
+    long long held = stt.st_size;
+    int status = 200;
+    if (offset > held) {
+        status = 409; /* a gap: the agent resends from what is held */
+    } else if (offset + (long long)rq->body_len > held) {
+        size_t skip = (size_t)(held - offset);
+        const char *p = rq->body + skip;
+        size_t left = rq->body_len - skip;
+        while (left > 0) {
+            ssize_t k = write(fd, p, left);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                status = 500;
+                break;
+            }
+            p += k;
+            left -= (size_t)k;
+            held += k;
+        }
+    }
+    close(fd);
+    if (status == 500) {
+        http_reply_error(rp, 500, "cannot write the log");
+        return;
+    }
+    http_reply_json(rp, status, json_pack("{s:I}", "size", (json_int_t)held));
+}

@@ -1,0 +1,333 @@
+/* lifecycle.c: a job's run after the core placed it: its workers are assigned to the
+ * agents of their nodes, reported running, and end; the job then succeeds or fails, or,
+ * when it was stopped (preempted, cancelled, its node lost), gives its GPUs back and is
+ * requeued or closed. Every step is collected in a Changes list and written to the
+ * store in one durable write before the agents or users hear of it.
+ *
+ * A gang lives and dies whole: when one worker fails, the others are stopped; when a
+ * node is lost, the job's workers elsewhere are stopped (with a checkpoint signal) and
+ * the job is requeued to resume from its latest checkpoint. */
+#include "server/placement_json.h"
+#include "server/state.h"
+#include "spec/render.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+void changes_job(Changes *ch, ServerJob *j)
+{
+    for (size_t i = 0; i < ch->n_jobs; i++)
+        if (ch->jobs[i] == j)
+            return;
+    if (GROW(ch->jobs, ch->jobs_cap, ch->n_jobs + 1) == 0)
+        ch->jobs[ch->n_jobs++] = j;
+}
+
+void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail)
+{
+    char *copy = detail ? strdup(detail) : NULL;
+    if ((detail && !copy) || GROW(ch->events, ch->events_cap, ch->n_events + 1) < 0 ||
+        GROW(ch->strs, ch->strs_cap, ch->n_strs + 1) < 0) {
+        free(copy);
+        return;
+    }
+    if (copy)
+        ch->strs[ch->n_strs++] = copy;
+    ch->events[ch->n_events++] =
+        (StoreEvent){.job = j->st.id, .t_ms = t_ms, .type = type, .detail = copy};
+    changes_job(ch, j);
+}
+
+static void changes_usage(Changes *ch, const StoreUsage *u)
+{
+    if (GROW(ch->usage, ch->usage_cap, ch->n_usage + 1) == 0)
+        ch->usage[ch->n_usage++] = *u;
+}
+
+static void changes_clear(Changes *ch)
+{
+    for (size_t i = 0; i < ch->n_strs; i++)
+        free(ch->strs[i]);
+    ch->n_jobs = ch->n_events = ch->n_usage = ch->n_strs = 0;
+}
+
+void changes_free(Changes *ch)
+{
+    changes_clear(ch);
+    free(ch->jobs);
+    free(ch->events);
+    free(ch->usage);
+    free(ch->strs);
+    *ch = (Changes){0};
+}
+
+int server_commit(Server *s, Changes *ch)
+{
+    if (!ch->n_jobs && !ch->n_events && !ch->n_usage)
+        return 0;
+    const StoreJob **up = calloc(ch->n_jobs ? ch->n_jobs : 1, sizeof(*up));
+    if (!up)
+        return -ENOMEM;
+    for (size_t i = 0; i < ch->n_jobs; i++)
+        up[i] = &ch->jobs[i]->st;
+    StoreWrite w = {.updates = up,
+                    .n_updates = ch->n_jobs,
+                    .events = ch->events,
+                    .n_events = ch->n_events,
+                    .usage = ch->usage,
+                    .n_usage = ch->n_usage};
+    Buf err = {0};
+    int r = store_write(s->store, &w, &err);
+    if (r < 0)
+        log_error("event=store_write_failed jobs=%zu error=\"%s\"", ch->n_jobs, buf_str(&err));
+    buf_free(&err);
+    free(up);
+    changes_clear(ch);
+    return r;
+}
+
+static double worker_eq(const Cluster *c, const WorkerAlloc *w)
+{
+    return (double)worker_units(c, w) / GPU_UNITS;
+}
+
+/* Remember the MIG layouts the placement set, so that a restarted server knows the
+ * instances its running jobs sit in. */
+static void save_mig(Server *s, const Placement *pl)
+{
+    for (size_t k = 0; k < pl->n_changes; k++) {
+        const MigChange *mc = &pl->changes[k];
+        const Node *n = &s->c->nodes[mc->node];
+        Buf b = {0};
+        render_json_layout(&b, node_model(s->c, n), &mc->after);
+        if (store_mig_set(s->store, n->name, mc->index, buf_str(&b)) < 0)
+            log_error("event=store_write_failed what=mig node=%s gpu=%u", n->name, mc->index);
+        buf_free(&b);
+    }
+}
+
+int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
+{
+    const Placement *pl = &j->sj.pl;
+    free(j->workers);
+    j->workers = calloc(pl->n_workers ? pl->n_workers : 1, sizeof(*j->workers));
+    if (!j->workers)
+        return -ENOMEM;
+    j->n_workers = pl->n_workers;
+    j->gpu_equivalents = 0;
+    Buf where = {0};
+    for (size_t w = 0; w < pl->n_workers; w++) {
+        const WorkerAlloc *wa = &pl->workers[w];
+        j->workers[w] = (WorkerRun){.node = wa->node, .state = WORKER_ASSIGNED, .start_ms = -1};
+        j->gpu_equivalents += worker_eq(s->c, wa);
+        const char *name = s->c->nodes[wa->node].name;
+        if (!strstr(buf_str(&where), name))
+            buf_printf(&where, "%s%s", where.len ? ", " : "on ", name);
+    }
+    Buf pj = {0};
+    placement_to_json(s->c, pl, &pj);
+    free(j->st.placement_json);
+    j->st.placement_json = buf_steal(&pj);
+    j->st.state = JOB_STARTING;
+    j->st.run++;
+    j->stop_mode = STOP_NONE;
+    j->requeue = false;
+    j->master_port = (uint16_t)(20000 + j->st.id % 30000);
+    j->sj.run_start_ms = now_ms;
+    j->sj.last_checkpoint_ms = now_ms;
+    save_mig(s, pl);
+    int r = server_hold(s, j);
+    s->counters.started++;
+    changes_event(ch, j, now_ms, "start", buf_str(&where));
+    buf_free(&where);
+    return r;
+}
+
+/* The run is over (every worker gone): give the GPUs back, charge the run, and requeue
+ * or close the job. */
+static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, Changes *ch)
+{
+    int64_t from = j->sj.run_start_ms;
+    for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
+        const WorkerAlloc *wa = &j->sj.pl.workers[w];
+        const Node *n = &s->c->nodes[wa->node];
+        const Pool *p = &s->c->pools[n->pool];
+        StoreUsage u = {.job = j->st.id,
+                        .team = j->st.team,
+                        .project = j->st.project,
+                        .pool = p->name,
+                        .model = node_model(s->c, n)->name,
+                        .tier = tier_name(p->tier),
+                        .gpu_equivalents = worker_eq(s->c, wa),
+                        .price_micro_usd = p->price_micro_usd,
+                        .start_ms = from,
+                        .end_ms = now_ms};
+        if (u.gpu_equivalents > 0 || wa->cpu_milli)
+            changes_usage(ch, &u);
+    }
+    sched_release(&s->sched, &j->sj, now_ms);
+    server_unhold(s, j);
+    free(j->workers);
+    j->workers = NULL;
+    j->n_workers = 0;
+    free(j->st.placement_json);
+    j->st.placement_json = NULL;
+    j->stop_mode = STOP_NONE;
+    changes_job(ch, j);
+    s->order_stale = true;
+    s->dirty = true;
+    if (final == JOB_PENDING) {
+        j->st.state = JOB_PENDING;
+        j->requeue = false;
+        j->sj.estimate_ms = j->spec.duration_estimate_ms;
+        j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
+        if (sched_enqueue(&s->sched, &j->sj) < 0)
+            log_error("event=requeue_failed job=%lld reason=out_of_memory", (long long)j->st.id);
+        changes_event(ch, j, now_ms, "requeue",
+                      j->st.checkpoint ? j->st.checkpoint : "no checkpoint: starts over");
+        return;
+    }
+    j->st.state = final;
+    j->st.end_ms = now_ms;
+    s->counters.finished[final]++;
+    char detail[64];
+    snprintf(detail, sizeof(detail), "exit code %d", j->st.exit_code);
+    changes_event(ch, j, now_ms,
+                  final == JOB_SUCCEEDED ? "finish"
+                  : final == JOB_FAILED  ? "fail"
+                                         : "cancelled",
+                  final == JOB_CANCELLED ? NULL : detail);
+}
+
+void server_job_stop(Server *s, ServerJob *j, StopMode mode, bool requeue, int64_t now_ms,
+                     Changes *ch)
+{
+    changes_job(ch, j);
+    if (j->st.state == JOB_PENDING) {
+        sched_dequeue(&s->sched, &j->sj);
+        s->order_stale = true;
+        j->st.state = JOB_CANCELLED;
+        j->st.end_ms = now_ms;
+        s->counters.finished[JOB_CANCELLED]++;
+        return;
+    }
+    if (job_state_ended(j->st.state))
+        return;
+    /* a cancel overrides a preemption under way; nothing overrides a cancel */
+    if (j->st.state != JOB_STOPPING || mode == STOP_CANCEL) {
+        j->stop_mode = (uint8_t)mode;
+        j->requeue = requeue;
+    }
+    if (j->st.state != JOB_STOPPING)
+        j->stop_ms = now_ms;
+    j->st.state = JOB_STOPPING;
+    j->sj.stopping = true;
+    server_job_progress(s, j, now_ms, ch);
+}
+
+static bool worker_ended(const WorkerRun *w)
+{
+    return w->state == WORKER_EXITED || w->state == WORKER_FAILED || w->state == WORKER_GONE;
+}
+
+void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
+{
+    if (!j->workers || job_state_ended(j->st.state) || j->st.state == JOB_PENDING)
+        return;
+    size_t running = 0, ended = 0, bad = 0;
+    int32_t first_bad = 0;
+    for (size_t w = 0; w < j->n_workers; w++) {
+        const WorkerRun *wr = &j->workers[w];
+        if (wr->state == WORKER_RUNNING)
+            running++;
+        if (!worker_ended(wr))
+            continue;
+        ended++;
+        bool ok = wr->state == WORKER_EXITED && wr->exit_code == 0;
+        if (!ok && !bad++)
+            first_bad = wr->state == WORKER_EXITED ? wr->exit_code : 127;
+    }
+    if (j->st.state == JOB_STARTING && running == j->n_workers) {
+        j->st.state = JOB_RUNNING;
+        j->st.start_ms = now_ms;
+        changes_job(ch, j);
+    }
+    if (j->st.state == JOB_STARTING || j->st.state == JOB_RUNNING) {
+        if (ended == j->n_workers) {
+            j->st.exit_code = bad ? first_bad : 0;
+            finish_run(s, j, bad ? JOB_FAILED : JOB_SUCCEEDED, now_ms, ch);
+        } else if (bad) {
+            /* one worker of the gang failed: the rest cannot go on without it */
+            j->st.exit_code = first_bad;
+            server_job_stop(s, j, STOP_TEARDOWN, false, now_ms, ch);
+        }
+        return;
+    }
+    if (j->st.state == JOB_STOPPING && ended == j->n_workers) {
+        JobState final = j->requeue                    ? JOB_PENDING
+                         : j->stop_mode == STOP_CANCEL ? JOB_CANCELLED
+                                                       : JOB_FAILED;
+        finish_run(s, j, final, now_ms, ch);
+    }
+}
+
+/* The node's agent stopped answering: whatever ran there is gone. */
+static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
+{
+    NodeState *ns = &s->nodes[node];
+    ns->liveness = NODE_LOST;
+    cluster_set_schedulable(s->c, node, false);
+    log_error("event=node_lost node=%s silent_ms=%lld", s->c->nodes[node].name,
+              (long long)(now_ms - ns->last_seen_ms));
+    /* walk a copy: finishing a run takes the job off the holding list */
+    size_t n = s->n_holding;
+    ServerJob **jobs = malloc((n ? n : 1) * sizeof(*jobs));
+    if (!jobs)
+        return;
+    memcpy(jobs, s->holding, n * sizeof(*jobs));
+    for (size_t i = 0; i < n; i++) {
+        ServerJob *j = jobs[i];
+        bool hit = false;
+        for (size_t w = 0; w < j->n_workers; w++)
+            if (j->workers[w].node == node && !worker_ended(&j->workers[w])) {
+                j->workers[w].state = WORKER_GONE;
+                hit = true;
+            }
+        if (!hit)
+            continue;
+        char why[160];
+        snprintf(why, sizeof(why), "node %s stopped answering", s->c->nodes[node].name);
+        changes_event(ch, j, now_ms, "lost", why);
+        s->counters.requeued_lost++;
+        if (j->st.state == JOB_STOPPING)
+            server_job_progress(s, j, now_ms, ch);
+        else
+            server_job_stop(s, j, STOP_PREEMPT, true, now_ms, ch);
+    }
+    free(jobs);
+}
+
+void server_check_nodes(Server *s, int64_t now_ms)
+{
+    Changes ch = {0};
+    for (size_t i = 0; i < s->c->n_nodes; i++) {
+        NodeState *ns = &s->nodes[i];
+        if (ns->liveness == NODE_LOST || now_ms - ns->last_seen_ms <= s->opt.lost_after_ms)
+            continue;
+        if (ns->liveness == NODE_UNKNOWN) {
+            /* never reported since the server started: lost only if work sits there */
+            bool busy = false;
+            for (size_t k = 0; k < s->n_holding && !busy; k++)
+                for (size_t w = 0; w < s->holding[k]->n_workers; w++)
+                    busy |= s->holding[k]->workers[w].node == i;
+            if (!busy)
+                continue;
+        }
+        node_lost(s, (uint32_t)i, now_ms, &ch);
+    }
+    server_commit(s, &ch);
+    changes_free(&ch);
+}

@@ -1,0 +1,849 @@
+/* state.c: the server's model: loading it (cluster, store, jobs, the allocation of
+ * the running ones), the requests that change it (submit, cancel, priority, team
+ * quotas), queue positions, and the scheduler thread that runs the core's cycle on the
+ * real clock and watches for silent nodes. The job lifecycle after a placement lives in
+ * lifecycle.c; the agents' side in api_agent.c.
+ *
+ * Durability: a request's changes are written to the store before the reply. A
+ * submission is written before it enters the in-memory queue and without the lock held,
+ * so that concurrent submissions share one commit (the store group-commits them). */
+#include "server/state.h"
+
+#include "core/mix.h"
+#include "server/placement_json.h"
+#include "spec/job_json.h"
+#include "spec/spec.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_HEARTBEAT_MS  500
+#define DEFAULT_LOST_AFTER_MS 15000
+#define DEFAULT_CYCLE_MS      1000
+#define DEFAULT_GRACE_MS      30000
+/* Kicks closer together than this share one cycle: a burst of submissions is placed
+ * in one pass over the queue. */
+#define MIN_CYCLE_GAP_MS 20
+
+static const char *const state_names[JOB_STATE_COUNT] = {
+    "pending", "starting", "running", "stopping", "succeeded", "failed", "cancelled"};
+
+const char *job_state_name(JobState st)
+{
+    return (unsigned)st < JOB_STATE_COUNT ? state_names[st] : "?";
+}
+
+int job_state_from_name(const char *name)
+{
+    for (int i = 0; i < JOB_STATE_COUNT; i++)
+        if (!strcmp(name, state_names[i]))
+            return i;
+    return -1;
+}
+
+int64_t server_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+ServerJob *server_job(Server *s, int64_t id)
+{
+    return id > 0 && (size_t)id < s->jobs_cap ? s->jobs[id] : NULL;
+}
+
+void server_kick(Server *s)
+{
+    s->dirty = true;
+    pthread_cond_signal(&s->wake);
+}
+
+static int job_table_put(Server *s, ServerJob *j)
+{
+    size_t need = (size_t)j->st.id + 1;
+    if (need > s->jobs_cap) {
+        size_t cap = s->jobs_cap ? s->jobs_cap : 1024;
+        while (cap < need)
+            cap *= 2;
+        ServerJob **n = realloc(s->jobs, cap * sizeof(*n));
+        if (!n)
+            return -ENOMEM;
+        memset(n + s->jobs_cap, 0, (cap - s->jobs_cap) * sizeof(*n));
+        s->jobs = n;
+        s->jobs_cap = cap;
+    }
+    s->jobs[j->st.id] = j;
+    if (j->st.id > s->max_id)
+        s->max_id = j->st.id;
+    return 0;
+}
+
+static void server_job_free(ServerJob *j)
+{
+    if (!j)
+        return;
+    store_job_free(&j->st);
+    job_spec_free(&j->spec);
+    placement_free(&j->sj.pl);
+    free(j->workers);
+    free(j);
+}
+
+/* GPU-equivalents a request asks for: on the model where it costs least. */
+static double ask_equivalents(const Cluster *c, const Request *r)
+{
+    uint32_t least = UINT32_MAX;
+    for (size_t m = 0; m < c->n_models; m++)
+        if (r->models & (1ull << m)) {
+            uint32_t u = request_units_on(c, r, (unsigned)m, c->models[m].m.mig_slots > 0);
+            least = MIN(least, u);
+        }
+    return least == UINT32_MAX ? 0 : (double)least * r->workers / GPU_UNITS;
+}
+
+/* The core's view of a job, from its spec and record; -EINVAL with err when the
+ * cluster cannot run it (422 at submission). */
+static int job_bind_core(Server *s, ServerJob *j, Buf *err)
+{
+    Request r;
+    int rc = request_from_job(s->c, &j->spec, &r, err);
+    if (rc < 0)
+        return rc;
+    r.shape = -1;
+    int team = j->spec.team ? cluster_find_team(s->c, j->spec.team) : -1;
+    j->sj = (SchedJob){
+        .id = (uint32_t)j->st.id,
+        .req = r,
+        .team = team >= 0 ? (uint32_t)team : TEAM_NONE,
+        .priority = j->st.priority,
+        .preemptible = j->spec.preemptible,
+        .submit_ms = j->st.submit_ms,
+        .estimate_ms = j->spec.duration_estimate_ms,
+        .grace_ms =
+            j->spec.checkpoint_grace_ms > 0 ? j->spec.checkpoint_grace_ms : DEFAULT_GRACE_MS,
+        .nominated = SCHED_NONE,
+        .backfill_for = SCHED_NONE,
+        .last_checkpoint_ms = j->st.checkpoint_ms,
+    };
+    j->gpu_equivalents = ask_equivalents(s->c, &r);
+    return 0;
+}
+
+int server_hold(Server *s, ServerJob *j)
+{
+    if (GROW(s->holding, s->holding_cap, s->n_holding + 1) < 0)
+        return -ENOMEM;
+    s->holding[s->n_holding++] = j;
+    return 0;
+}
+
+void server_unhold(Server *s, ServerJob *j)
+{
+    for (size_t i = 0; i < s->n_holding; i++)
+        if (s->holding[i] == j) {
+            s->holding[i] = s->holding[--s->n_holding];
+            return;
+        }
+}
+
+static void *sched_main(void *arg);
+
+/* ---- loading ---- */
+
+typedef struct LoadCtx {
+    Server *s;
+    Buf *err;
+    size_t n_loaded, n_bad;
+} LoadCtx;
+
+/* A job that held GPUs when the server stopped: take its allocation back, so nothing
+ * else lands there, and wait for its agents to say how it is doing. */
+static int restore_allocation(Server *s, ServerJob *j, Buf *why)
+{
+    int r = placement_from_json(s->c, j->st.placement_json ? j->st.placement_json : "[]", &j->sj.pl,
+                                why);
+    if (r < 0)
+        return r;
+    j->workers = calloc(j->sj.pl.n_workers ? j->sj.pl.n_workers : 1, sizeof(*j->workers));
+    if (!j->workers)
+        return -ENOMEM;
+    j->n_workers = j->sj.pl.n_workers;
+    uint64_t units = 0;
+    for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
+        const WorkerAlloc *wa = &j->sj.pl.workers[w];
+        cluster_apply_worker(s->c, wa);
+        units += worker_units(s->c, wa);
+        j->workers[w] =
+            (WorkerRun){.node = wa->node,
+                        .state = j->st.state == JOB_RUNNING ? WORKER_RUNNING : WORKER_ASSIGNED,
+                        .start_ms = -1};
+    }
+    j->sj.running = true;
+    j->sj.units = (double)units;
+    j->sj.run_start_ms = j->st.start_ms > 0 ? j->st.start_ms : server_now_ms();
+    j->gpu_equivalents = (double)units / GPU_UNITS;
+    j->master_port = (uint16_t)(20000 + j->st.id % 30000);
+    return server_hold(s, j);
+}
+
+static int last_event(void *arg, int64_t t_ms, const char *type, const char *detail)
+{
+    uint8_t *mode = arg;
+    if (!strcmp(type, "preempt") || !strcmp(type, "lost"))
+        *mode = STOP_PREEMPT;
+    else if (!strcmp(type, "cancel"))
+        *mode = STOP_CANCEL;
+    else if (!strcmp(type, "fail"))
+        *mode = STOP_TEARDOWN;
+    return 0;
+}
+
+static int load_job(void *arg, StoreJob *sjob)
+{
+    LoadCtx *lc = arg;
+    Server *s = lc->s;
+    ServerJob *j = calloc(1, sizeof(*j));
+    if (!j) {
+        store_job_free(sjob);
+        return -ENOMEM;
+    }
+    j->st = *sjob;
+    job_spec_init(&j->spec);
+    JobList jl = {0};
+    Buf why = {0};
+    int r = spec_parse_jobs_yaml(j->st.spec_json, strlen(j->st.spec_json), "stored job", &jl, &why);
+    if (r == 0 && jl.n == 1) {
+        job_spec_free(&j->spec);
+        j->spec = jl.jobs[0];
+        jl.n = 0;
+        r = job_bind_core(s, j, &why);
+    } else if (r == 0) {
+        r = -EINVAL;
+    }
+    job_list_free(&jl);
+    if (r == -ENOMEM) {
+        buf_free(&why);
+        server_job_free(j);
+        return r;
+    }
+    if (r == 0 && !job_state_ended(j->st.state)) {
+        if (j->st.state == JOB_PENDING) {
+            r = sched_enqueue(&s->sched, &j->sj);
+        } else {
+            r = restore_allocation(s, j, &why);
+            if (r == 0 && j->st.state == JOB_STOPPING) {
+                j->stop_mode = STOP_PREEMPT;
+                store_events_for(s->store, j->st.id, last_event, &j->stop_mode);
+                j->requeue = j->stop_mode == STOP_PREEMPT;
+                j->sj.stopping = true;
+                j->stop_ms = server_now_ms();
+            }
+        }
+    }
+    if (r == -ENOMEM) {
+        buf_free(&why);
+        server_job_free(j);
+        return r;
+    }
+    if (r < 0) {
+        /* the cluster file changed under it: it can no longer run here */
+        log_error("event=job_unloadable job=%lld reason=\"%s\"", (long long)j->st.id,
+                  buf_str(&why));
+        placement_free(&j->sj.pl);
+        j->sj.pl = (Placement){0};
+        j->st.state = JOB_FAILED;
+        lc->n_bad++;
+    }
+    buf_free(&why);
+    r = job_table_put(s, j);
+    if (r < 0) {
+        server_job_free(j);
+        return r;
+    }
+    lc->n_loaded++;
+    return 0;
+}
+
+static int load_team(void *arg, const char *name, double guaranteed, double burst, double weight)
+{
+    Cluster *c = arg;
+    int t = cluster_find_team(c, name);
+    if (t >= 0) {
+        c->teams[t].guaranteed_gpus = guaranteed;
+        c->teams[t].burst_gpus = burst;
+        c->teams[t].weight = weight;
+    }
+    return 0;
+}
+
+static int load_mig(void *arg, const char *node, unsigned index, const char *layout_json)
+{
+    Cluster *c = arg;
+    int n = cluster_find_node(c, node);
+    if (n < 0 || index >= c->nodes[n].n_gpus)
+        return 0;
+    const GpuModel *m = node_model(c, &c->nodes[n]);
+    MigLayout l;
+    mig_layout_clear(&l);
+    json_t *root = json_loads(layout_json, 0, NULL), *e;
+    size_t i;
+    json_array_foreach(root, i, e)
+    {
+        const char *prof = json_string_value(json_object_get(e, "profile"));
+        json_int_t start = json_integer_value(json_object_get(e, "start"));
+        int p = prof ? catalog_profile_index(m, prof) : -1;
+        if (p >= 0 && start >= 0 && start < MIG_MAX_SLOTS)
+            l.profile_at[start] = (uint8_t)p;
+    }
+    json_decref(root);
+    /* a layout the catalogue no longer accepts is dropped: the agent reports the truth */
+    cluster_set_mig(c, (uint32_t)n, index, &l);
+    return 0;
+}
+
+/* The expected mix the packing policy scores against: the shapes of the jobs the store
+ * remembers (the recent workload is the best guess of the next). */
+static int build_mix(Server *s)
+{
+    for (int64_t id = 1; id <= s->max_id; id++) {
+        ServerJob *j = server_job(s, id);
+        if (j && j->st.state != JOB_FAILED && j->sj.req.workers) {
+            int r = mix_add(&s->mix, &j->sj.req, j->sj.req.workers);
+            if (r < 0)
+                return r;
+        }
+    }
+    mix_normalize(&s->mix);
+    return 0;
+}
+
+int server_open(const ServerOptions *o, Server **ret, Buf *err)
+{
+    Server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->opt = *o;
+    if (s->opt.heartbeat_ms <= 0)
+        s->opt.heartbeat_ms = DEFAULT_HEARTBEAT_MS;
+    if (s->opt.lost_after_ms <= 0)
+        s->opt.lost_after_ms = DEFAULT_LOST_AFTER_MS;
+    if (s->opt.cycle_ms <= 0)
+        s->opt.cycle_ms = DEFAULT_CYCLE_MS;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->wake, &ca);
+    pthread_condattr_destroy(&ca);
+
+    int r = spec_load_cluster(o->config_path, &s->c, err);
+    if (r < 0)
+        goto fail;
+    Buf dir = {0};
+    buf_printf(&dir, "%s/logs", o->data_dir);
+    s->log_dir = buf_steal(&dir);
+    s->nodes = calloc(s->c->n_nodes ? s->c->n_nodes : 1, sizeof(*s->nodes));
+    s->running = NULL;
+    if (!s->log_dir || !s->nodes) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    r = store_open(o->db_url, &s->store, err);
+    if (r < 0)
+        goto fail;
+    if ((r = store_teams_load(s->store, load_team, s->c)) < 0 ||
+        (r = store_mig_load(s->store, load_mig, s->c)) < 0) {
+        buf_printf(err, "cannot read the store %s", o->db_url);
+        goto fail;
+    }
+    /* nothing lands on a node before its agent reports */
+    int64_t now = server_now_ms();
+    for (size_t i = 0; i < s->c->n_nodes; i++) {
+        cluster_set_schedulable(s->c, (uint32_t)i, false);
+        s->nodes[i].last_seen_ms = now;
+    }
+    rng_seed(&s->rng, 42);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    if (o->min_runtime_ms >= 0)
+        cfg.min_runtime_ms = o->min_runtime_ms;
+    /* the policy is set up after the jobs are known (its mix); the scheduler's queue
+     * needs only the context's address until the first cycle */
+    r = sched_init(&s->sched, s->c, &s->ctx, &cfg, 0);
+    if (r < 0)
+        goto fail;
+    LoadCtx lc = {.s = s, .err = err};
+    r = store_jobs_load(s->store, load_job, &lc);
+    if (r < 0) {
+        buf_printf(err, "cannot load the jobs of %s", o->db_url);
+        goto fail;
+    }
+    if ((r = build_mix(s)) < 0 ||
+        (r = place_ctx_init(&s->ctx, s->c, policy_find("gpuorch"), &s->rng, NULL,
+                            s->mix.n ? &s->mix : NULL)) < 0)
+        goto fail;
+    s->order_stale = true;
+    log_info("event=store_loaded db=%s jobs=%zu unloadable=%zu holding=%zu queued=%zu", o->db_url,
+             lc.n_loaded, lc.n_bad, s->n_holding, sched_queue_len(&s->sched));
+
+    if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        buf_printf(err, "cannot start the scheduler thread");
+        r = -EAGAIN;
+        goto fail;
+    }
+    s->thread_started = true;
+    *ret = s;
+    return 0;
+fail:
+    server_close(s);
+    return r < 0 ? r : -EINVAL;
+}
+
+void server_close(Server *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->lock);
+        s->quit = true;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->thread, NULL);
+    }
+    for (size_t i = 0; i < s->jobs_cap; i++)
+        server_job_free(s->jobs[i]);
+    free(s->jobs);
+    free(s->holding);
+    free(s->running);
+    if (s->c) {
+        sched_free(&s->sched);
+        place_ctx_free(&s->ctx);
+        for (size_t i = 0; i < s->c->n_nodes && s->nodes; i++) {
+            free(s->nodes[i].boot_id);
+            free(s->nodes[i].address);
+            free(s->nodes[i].gpus_json);
+        }
+    }
+    mix_free(&s->mix);
+    free(s->nodes);
+    cluster_free(s->c);
+    store_close(s->store);
+    free(s->log_dir);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* ---- requests ---- */
+
+static bool may_act_for_team(const Caller *who, const char *team)
+{
+    if (who->role == ROLE_ADMIN)
+        return true;
+    if (who->role != ROLE_LEAD && who->role != ROLE_MEMBER)
+        return false;
+    return team && !strcmp(team, who->team);
+}
+
+/* Checks a job must pass before it is accepted; status code, err set. */
+static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
+{
+    if (who->role != ROLE_ADMIN && who->role != ROLE_LEAD && who->role != ROLE_MEMBER) {
+        buf_printf(err, "a %s token may not submit jobs", role_name(who->role));
+        return 403;
+    }
+    if (!js->team && who->team[0] && who->role != ROLE_ADMIN) {
+        js->team = strdup(who->team);
+        if (!js->team)
+            return 500;
+    }
+    if (!js->name || !*js->name) {
+        buf_printf(err, "job: field 'name' is required");
+        return 400;
+    }
+    if (s->c->n_teams && !js->team) {
+        buf_printf(err, "job %s: field 'team' is required: the cluster has teams", js->name);
+        return 400;
+    }
+    if (js->team) {
+        int t = cluster_find_team(s->c, js->team);
+        if (t < 0 && s->c->n_teams) {
+            buf_printf(err, "job %s: field 'team': the cluster has no team '%s'", js->name,
+                       js->team);
+            return 400;
+        }
+        if (!may_act_for_team(who, js->team)) {
+            buf_printf(err, "job %s: a %s of team '%s' may not submit for team '%s'", js->name,
+                       role_name(who->role), who->team, js->team);
+            return 403;
+        }
+        if (t >= 0 && js->project && s->c->teams[t].n_projects) {
+            bool known = false;
+            for (size_t p = 0; p < s->c->teams[t].n_projects; p++)
+                known |= !strcmp(s->c->teams[t].projects[p], js->project);
+            if (!known) {
+                buf_printf(err, "job %s: field 'project': team '%s' has no project '%s'", js->name,
+                           js->team, js->project);
+                return 400;
+            }
+        }
+    }
+    if (!js->n_command) {
+        buf_printf(err, "job %s: field 'command' is required: the agent runs it", js->name);
+        return 400;
+    }
+    Request r;
+    Buf why = {0};
+    int rc = request_from_job(s->c, js, &r, &why);
+    if (rc < 0) {
+        buf_printf(err, "job %s cannot run on cluster %s: %s", js->name, s->c->name, buf_str(&why));
+        buf_free(&why);
+        return rc == -ENOMEM ? 500 : 422;
+    }
+    buf_free(&why);
+    return 0;
+}
+
+int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids, Buf *err)
+{
+    if (!jobs->n) {
+        buf_printf(err, "the request holds no job");
+        return 400;
+    }
+    size_t n = jobs->n;
+    StoreJob *ins = calloc(n, sizeof(*ins));
+    if (!ins)
+        return 500;
+    int status = 0;
+    int64_t now = server_now_ms();
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < n && !status; i++)
+        status = check_job(s, who, &jobs->jobs[i], err);
+    pthread_mutex_unlock(&s->lock);
+    for (size_t i = 0; i < n && !status; i++) {
+        JobSpec *js = &jobs->jobs[i];
+        Buf spec = {0};
+        if (spec_job_to_json(js, &spec) < 0 || spec.oom) {
+            buf_free(&spec);
+            status = 500;
+            break;
+        }
+        ins[i] = (StoreJob){
+            .name = js->name,
+            .team = js->team,
+            .project = js->project,
+            .spec_json = buf_steal(&spec),
+            .owner = who->token_id,
+            .priority = js->priority,
+            .state = JOB_PENDING,
+            .submit_ms = now,
+            .start_ms = -1,
+            .end_ms = -1,
+            .exit_code = -1,
+            .checkpoint_ms = -1,
+        };
+    }
+    if (!status) {
+        StoreWrite w = {.inserts = ins, .n_inserts = n};
+        if (store_write(s->store, &w, err) < 0)
+            status = 500;
+    }
+    if (!status) {
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < n && !status; i++) {
+            ServerJob *j = calloc(1, sizeof(*j));
+            if (!j) {
+                status = 500;
+                break;
+            }
+            JobSpec *js = &jobs->jobs[i];
+            j->st = ins[i];
+            j->st.name = strdup(js->name);
+            j->st.team = js->team ? strdup(js->team) : NULL;
+            j->st.project = js->project ? strdup(js->project) : NULL;
+            ins[i].spec_json = NULL;
+            j->spec = *js; /* the job takes the spec's strings */
+            job_spec_init(js);
+            Buf why = {0};
+            if (job_bind_core(s, j, &why) < 0 || job_table_put(s, j) < 0 ||
+                sched_enqueue(&s->sched, &j->sj) < 0) {
+                /* accepted and durable: the next start loads it; say so */
+                log_error("event=submit_memory job=%lld reason=\"%s\"", (long long)j->st.id,
+                          buf_str(&why));
+                status = 500;
+            }
+            buf_free(&why);
+            ret_ids[i] = j->st.id;
+        }
+        s->order_stale = true;
+        server_kick(s);
+        pthread_mutex_unlock(&s->lock);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(ins[i].spec_json);
+    free(ins);
+    return status ? status : 201;
+}
+
+int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
+{
+    pthread_mutex_lock(&s->lock);
+    int status = 200;
+    ServerJob *j = server_job(s, id);
+    Changes ch = {0};
+    if (!j) {
+        buf_printf(err, "no job %lld", (long long)id);
+        status = 404;
+    } else if (who->role == ROLE_LEAD || who->role == ROLE_MEMBER
+                   ? !may_act_for_team(who, j->st.team)
+                   : who->role != ROLE_ADMIN) {
+        buf_printf(err, "a %s%s%s may not cancel job %lld of team '%s'", role_name(who->role),
+                   who->team[0] ? " of team " : "", who->team, (long long)id,
+                   j->st.team ? j->st.team : "");
+        status = 403;
+    } else if (job_state_ended(j->st.state)) {
+        buf_printf(err, "job %lld already ended (%s)", (long long)id, job_state_name(j->st.state));
+        status = 409;
+    } else if (j->st.state == JOB_STOPPING && j->stop_mode == STOP_CANCEL) {
+        status = 200; /* already being cancelled */
+    } else {
+        int64_t now = server_now_ms();
+        server_job_stop(s, j, STOP_CANCEL, false, now, &ch);
+        changes_event(&ch, j, now, "cancel", NULL);
+        if (server_commit(s, &ch) < 0) {
+            buf_printf(err, "the store failed; the cancellation may not have been saved");
+            status = 500;
+        }
+        server_kick(s);
+    }
+    changes_free(&ch);
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Buf *err)
+{
+    pthread_mutex_lock(&s->lock);
+    int status = 200;
+    ServerJob *j = server_job(s, id);
+    Changes ch = {0};
+    if (!j) {
+        buf_printf(err, "no job %lld", (long long)id);
+        status = 404;
+    } else if (who->role != ROLE_ADMIN &&
+               (who->role != ROLE_LEAD || !may_act_for_team(who, j->st.team))) {
+        buf_printf(err,
+                   "only an admin or the lead of team '%s' may change the priority of job %lld",
+                   j->st.team ? j->st.team : "", (long long)id);
+        status = 403;
+    } else if (p == PRIO_PRODUCTION && who->role != ROLE_ADMIN) {
+        buf_printf(err, "only an admin may make a job production");
+        status = 403;
+    } else if (job_state_ended(j->st.state)) {
+        buf_printf(err, "job %lld already ended (%s)", (long long)id, job_state_name(j->st.state));
+        status = 409;
+    } else if (j->st.priority != p) {
+        int64_t now = server_now_ms();
+        char detail[64];
+        snprintf(detail, sizeof(detail), "%s -> %s", priority_name(j->st.priority),
+                 priority_name(p));
+        bool queued = j->sj.queued;
+        if (queued)
+            sched_dequeue(&s->sched, &j->sj);
+        j->st.priority = p;
+        j->sj.priority = p;
+        j->spec.priority = p;
+        if (queued && sched_enqueue(&s->sched, &j->sj) < 0)
+            status = 500;
+        changes_job(&ch, j);
+        changes_event(&ch, j, now, "priority", detail);
+        if (server_commit(s, &ch) < 0) {
+            buf_printf(err, "the store failed; the change may not have been saved");
+            status = 500;
+        }
+        s->order_stale = true;
+        server_kick(s);
+    }
+    changes_free(&ch);
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+int server_team_set(Server *s, const char *team, const double *guaranteed_gpus,
+                    const double *burst_gpus, const double *weight, Buf *err)
+{
+    pthread_mutex_lock(&s->lock);
+    int t = cluster_find_team(s->c, team);
+    int status = 200;
+    if (t < 0) {
+        buf_printf(err, "no team '%s' (teams are declared in the cluster file)", team);
+        status = 404;
+        goto out;
+    }
+    Team *tm = &s->c->teams[t];
+    double g = guaranteed_gpus ? *guaranteed_gpus : tm->guaranteed_gpus;
+    double b = burst_gpus ? *burst_gpus : tm->burst_gpus;
+    double w = weight ? *weight : tm->weight;
+    if (!(g >= 0) || !(b >= 0) || !(w >= 0) || !isfinite(g + b + w)) {
+        buf_printf(err, "quotas and weights are numbers of at least 0");
+        status = 400;
+    } else if (b < g) {
+        buf_printf(err, "burst_gpus (%g) may not be below guaranteed_gpus (%g)", b, g);
+        status = 400;
+    } else if (store_team_set(s->store, team, g, b, w) < 0) {
+        buf_printf(err, "the store failed; the change was not saved");
+        status = 500;
+    } else {
+        tm->guaranteed_gpus = g;
+        tm->burst_gpus = b;
+        tm->weight = w;
+        TeamState *ts = &s->sched.ten.teams[t];
+        ts->guaranteed_units = g * GPU_UNITS;
+        ts->burst_units = b * GPU_UNITS;
+        ts->weight = w;
+        s->order_stale = true;
+        server_kick(s);
+    }
+out:
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+/* ---- queue positions ---- */
+
+static void note_positions(Server *s)
+{
+    for (size_t i = 0; i < s->sched.n_order; i++) {
+        ServerJob *j = server_job(s, s->sched.order[i]->id);
+        if (j)
+            j->position = (uint32_t)i + 1;
+    }
+    s->order_stale = false;
+}
+
+uint32_t server_position(Server *s, const ServerJob *j)
+{
+    if (j->st.state != JOB_PENDING)
+        return 0;
+    if (s->order_stale) {
+        if (sched_order(&s->sched) < 0)
+            return 0;
+        note_positions(s);
+    }
+    return j->position;
+}
+
+int64_t server_eta_ms(Server *s, const ServerJob *j)
+{
+    if (j->st.state != JOB_PENDING)
+        return -1;
+    for (size_t r = 0; r < s->sched.n_res; r++)
+        if (s->sched.res[r].job == j->sj.id)
+            return s->sched.res[r].start_ms;
+    return -1;
+}
+
+/* ---- the scheduler thread ---- */
+
+/* What the core needs of the jobs holding GPUs: what is left of their estimates. */
+static int collect_running(Server *s, int64_t now, size_t *ret_n)
+{
+    if (GROW(s->running, s->running_cap, s->n_holding + 1) < 0)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_holding; i++) {
+        ServerJob *j = s->holding[i];
+        int64_t est = j->spec.duration_estimate_ms;
+        j->sj.estimate_ms =
+            est == NO_DURATION ? NO_DURATION : MAX((int64_t)0, est - (now - j->sj.run_start_ms));
+        j->sj.attained_gpu_ms = j->gpu_equivalents * (double)(now - j->sj.run_start_ms);
+        s->running[n++] = &j->sj;
+    }
+    *ret_n = n;
+    return 0;
+}
+
+static void count_cycle(Server *s, double seconds)
+{
+    static const double bounds[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1};
+    ServerCounters *k = &s->counters;
+    k->cycles++;
+    k->cycle_seconds_sum += seconds;
+    size_t b = 0;
+    while (b < ARRAY_SIZE(bounds) && seconds > bounds[b])
+        b++;
+    k->cycle_buckets[b]++;
+}
+
+static void run_cycle(Server *s, int64_t now)
+{
+    size_t n;
+    if (collect_running(s, now, &n) < 0) {
+        log_error("event=cycle_skipped reason=out_of_memory");
+        return;
+    }
+    int64_t t0 = mono_ns();
+    SchedDecisions dec = {0};
+    int r = sched_cycle(&s->sched, now, s->running, n, &dec);
+    Changes ch = {0};
+    for (size_t k = 0; k < dec.n && r == 0; k++) {
+        const SchedDecision *d = &dec.d[k];
+        ServerJob *j = server_job(s, d->job);
+        if (!j)
+            continue;
+        if (d->kind == SCHED_START) {
+            r = server_job_started(s, j, now, &ch);
+        } else if (d->kind == SCHED_PREEMPT) {
+            char why[64];
+            snprintf(why, sizeof(why), "to make room for job %u", d->for_job);
+            j->st.preemptions++;
+            s->counters.preempted++;
+            server_job_stop(s, j, STOP_PREEMPT, true, now, &ch);
+            changes_event(&ch, j, now, "preempt", why);
+        }
+    }
+    if (r < 0)
+        log_error("event=cycle_failed error=%d", r);
+    note_positions(s);
+    server_commit(s, &ch);
+    changes_free(&ch);
+    sched_decisions_free(&dec);
+    count_cycle(s, (double)(mono_ns() - t0) / 1e9);
+}
+
+static void *sched_main(void *arg)
+{
+    Server *s = arg;
+    pthread_mutex_lock(&s->lock);
+    int64_t next_cycle = 0, last_cycle = 0;
+    while (!s->quit) {
+        int64_t now = server_now_ms(), mono = mono_ns() / 1000000;
+        server_check_nodes(s, now);
+        if ((s->dirty && mono - last_cycle >= MIN_CYCLE_GAP_MS) || mono >= next_cycle) {
+            s->dirty = false;
+            run_cycle(s, now);
+            last_cycle = mono;
+            next_cycle = mono + s->opt.cycle_ms;
+        }
+        int64_t wake = s->dirty ? last_cycle + MIN_CYCLE_GAP_MS : MIN(next_cycle, mono + 1000);
+        struct timespec ts = {.tv_sec = wake / 1000, .tv_nsec = (wake % 1000) * 1000000};
+        if (!s->quit && wake > mono)
+            pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
