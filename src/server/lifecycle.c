@@ -251,8 +251,12 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
             first_bad = wr->state == WORKER_EXITED ? wr->exit_code : 127;
     }
     if (j->st.state == JOB_STARTING && running == j->n_workers) {
+        /* the run started when its last worker's process did (the agents' clocks) */
+        int64_t started = -1;
+        for (size_t w = 0; w < j->n_workers; w++)
+            started = MAX(started, j->workers[w].start_ms);
         j->st.state = JOB_RUNNING;
-        j->st.start_ms = now_ms;
+        j->st.start_ms = started > 0 ? started : now_ms;
         changes_job(ch, j);
     }
     if (j->st.state == JOB_STARTING || j->st.state == JOB_RUNNING) {
