@@ -9,9 +9,13 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-/* A job as the API shows it (docs/api.md, GET /jobs); full adds spec and events.
- * Call with s->lock held. New reference, NULL when out of memory. */
+/* A job as the API shows it (docs/api.md, GET /jobs); full adds its spec (GET
+ * /jobs/{id} adds the events from the store after dropping the lock). Call with
+ * s->lock held. New reference, NULL when out of memory. */
 json_t *api_job_json(Server *s, const ServerJob *j, bool full);
+
+/* A number as JSON: an integer when it is whole (8, not 8.0), else a real. */
+json_t *api_json_num(double v);
 
 /* api_jobs.c */
 void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp);

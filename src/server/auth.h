@@ -1,8 +1,9 @@
 /* auth.h: API tokens and what each role may do. A token is "gpo_" and 32 random bytes
  * in base64url; the store keeps only its hash, so a leaked database leaks no token.
  * A request's bearer token resolves to a Caller; the route table checks the caller's
- * role against the route's action, and handlers check the team of the job they touch
- * with auth_may. */
+ * role against the route's action (auth_may); which team's jobs a lead or member may
+ * touch, and who may make a job production, the server's model checks with the job at
+ * hand (state.c). */
 #pragma once
 
 #include "server/state.h"
@@ -19,20 +20,18 @@
 
 /* What a request does, for the role checks (docs/api.md, Roles). */
 typedef enum AuthAction {
-    ACT_PUBLIC,              /* /healthz, /metrics: no token */
-    ACT_READ,                /* GET jobs, nodes, teams, usage, logs */
-    ACT_SUBMIT,              /* POST /jobs for a team */
-    ACT_CANCEL,              /* DELETE a team's job */
-    ACT_PRIORITY,            /* PATCH a team's job's priority (not to production) */
-    ACT_PRIORITY_PRODUCTION, /* PATCH a job to production */
-    ACT_ADMIN,               /* teams' quotas, tokens */
-    ACT_AGENT,               /* /api/v1/agent/... */
+    ACT_PUBLIC,   /* /healthz, /metrics: no token */
+    ACT_READ,     /* GET jobs, nodes, teams, usage, logs */
+    ACT_SUBMIT,   /* POST /jobs (for the caller's team) */
+    ACT_CANCEL,   /* DELETE a job (of the caller's team) */
+    ACT_PRIORITY, /* PATCH a job's priority (of the lead's team) */
+    ACT_ADMIN,    /* teams' quotas, tokens */
+    ACT_AGENT,    /* /api/v1/agent/... */
     ACT_COUNT
 } AuthAction;
 
-/* May who do a on a job of team (NULL: the role check alone, as the route table makes
- * it before the job is known)? */
-bool auth_may(const Caller *who, AuthAction a, const char *team);
+/* May a token of role r do a at all? */
+bool auth_may(Role r, AuthAction a);
 
 /* A new random token and its hash. 0, or -EIO when the system has no randomness. */
 int auth_token_new(char ret_token[AUTH_TOKEN_SIZE], uint8_t ret_hash[STORE_TOKEN_HASH_LEN]);

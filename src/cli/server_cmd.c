@@ -1,0 +1,192 @@
+/* server_cmd.c: `gpuorch server`: open the model (cluster, store, scheduler thread),
+ * write the first admin token, serve the HTTP API, and stop cleanly on SIGINT or
+ * SIGTERM. The signals are blocked before any thread starts, so every thread inherits
+ * the mask and only the main thread, in sigwait, ever receives them. */
+#include "cli/cli.h"
+#include "server/auth.h"
+#include "server/http.h"
+#include "server/state.h"
+#include "util/macro.h"
+#include "util/units.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_DB     "sqlite:./var/gpuorch.db"
+#define DEFAULT_LISTEN "127.0.0.1:8080"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
+            "                      [--listen HOST:PORT] [--data-dir DIR]\n"
+            "                      [--heartbeat-ms N] [--lost-after-ms N]\n\n"
+            "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
+            "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
+            "  --db URL            the store (default " DEFAULT_DB ")\n"
+            "  --listen HOST:PORT  where the API listens (default " DEFAULT_LISTEN
+            "; port 0: any free one)\n"
+            "  --data-dir DIR      admin.token and job logs (default: the database's directory)\n"
+            "  --heartbeat-ms N    how often agents report (default 500)\n"
+            "  --lost-after-ms N   silence after which a node is lost (default 15000)\n"
+            "On the first start an admin token is written to DIR/admin.token (mode 0600).\n");
+}
+
+/* The directory the SQLite file lives in ("sqlite:./var/x.db" -> "./var"), or NULL for
+ * another back end. Malloc'd; *ret NULL when there is none. */
+static int db_dir(const char *url, char **ret)
+{
+    const char *path = url;
+    if (!strncmp(url, "sqlite:", 7))
+        path = url + 7;
+    else if (strstr(url, "://"))
+        return *ret = NULL, 0;
+    const char *slash = strrchr(path, '/');
+    char *d = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
+    if (!d)
+        return -ENOMEM;
+    if (!*d) { /* "/x.db" */
+        free(d);
+        d = strdup("/");
+        if (!d)
+            return -ENOMEM;
+    }
+    *ret = d;
+    return 0;
+}
+
+static int parse_ms_flag(const char *flag, const char *v, int64_t *ret)
+{
+    int64_t x;
+    if (parse_i64(v, &x) < 0 || x <= 0) {
+        fprintf(stderr,
+                "gpuorch server: %s must be a whole number of milliseconds above 0, not "
+                "'%s'\n",
+                flag, v);
+        return -EINVAL;
+    }
+    *ret = x;
+    return 0;
+}
+
+/* "gpuorch server listening on http://HOST:PORT", with the port the system chose. */
+static void print_listening(const char *listen, int port)
+{
+    const char *colon = listen[0] == '[' ? strstr(listen, "]:") : strrchr(listen, ':');
+    int host_len = colon ? (int)(colon - listen) + (listen[0] == '[') : (int)strlen(listen);
+    const char *host = host_len ? listen : "0.0.0.0";
+    if (!host_len)
+        host_len = 7;
+    printf("gpuorch server listening on http://%.*s:%d\n", host_len, host, port);
+}
+
+int cmd_server(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"db", required_argument, NULL, 'd'},
+        {"listen", required_argument, NULL, 'l'},
+        {"data-dir", required_argument, NULL, 'D'},
+        {"heartbeat-ms", required_argument, NULL, 'H'},
+        {"lost-after-ms", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    ServerOptions o = {.db_url = DEFAULT_DB, .min_runtime_ms = -1};
+    const char *listen = DEFAULT_LISTEN, *data_dir = NULL;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            o.config_path = optarg;
+            break;
+        case 'd':
+            o.db_url = optarg;
+            break;
+        case 'l':
+            listen = optarg;
+            break;
+        case 'D':
+            data_dir = optarg;
+            break;
+        case 'H':
+            if (parse_ms_flag("--heartbeat-ms", optarg, &o.heartbeat_ms) < 0)
+                return 2;
+            break;
+        case 'L':
+            if (parse_ms_flag("--lost-after-ms", optarg, &o.lost_after_ms) < 0)
+                return 2;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.config_path || optind < argc) {
+        if (!o.config_path)
+            fprintf(stderr, "gpuorch server: --config FILE is required\n");
+        else
+            fprintf(stderr, "gpuorch server: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+
+    _cleanup_free_ char *dir = NULL;
+    if (db_dir(o.db_url, &dir) < 0) {
+        fprintf(stderr, "gpuorch server: out of memory\n");
+        return 1;
+    }
+    o.data_dir = data_dir ? data_dir : dir ? dir : "./var";
+    /* the default places (./var) are ours to create; a directory the user names is not */
+    bool ours = !data_dir && (!dir || !strcmp(o.db_url, DEFAULT_DB));
+    if (ours && mkdir(o.data_dir, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "gpuorch server: cannot create %s: %s\n", o.data_dir, strerror(errno));
+        return 1;
+    }
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    Buf err = {0};
+    Server *s = NULL;
+    HttpServer *h = NULL;
+    _cleanup_free_ char *token_path = NULL;
+    int r = server_open(&o, &s, &err);
+    if (r < 0) {
+        fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
+        buf_free(&err);
+        return r == -EINVAL ? 2 : 1;
+    }
+    if ((r = auth_bootstrap(s, &token_path, &err)) < 0 ||
+        (r = http_server_start(s, listen, &h, &err)) < 0) {
+        fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
+        buf_free(&err);
+        server_close(s);
+        return r == -EINVAL ? 2 : 1;
+    }
+    print_listening(listen, http_server_port(h));
+    if (token_path)
+        printf("admin token written to %s\n", token_path);
+    fflush(stdout);
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0)
+        ;
+    http_server_stop(h);
+    server_close(s);
+    buf_free(&err);
+    return 0;
+}

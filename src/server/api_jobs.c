@@ -1,0 +1,502 @@
+/* api_jobs.c: the job endpoints of docs/api.md (submit, list, one job, cancel,
+ * priority, logs) and the job renderer every endpoint shares. Submissions are parsed
+ * here (YAML, JSON or CSV, errors naming line and field) and handed whole to the
+ * model, which checks teams and roles against the job and makes them durable; the
+ * reply is built from the model afterwards, under its lock. */
+#include "server/api.h"
+
+#include "server/placement_json.h"
+#include "spec/spec.h"
+#include "util/macro.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define JOBS_DEFAULT_LIMIT 1000
+#define LOG_MAX_REPLY      (4u << 20) /* a log reply carries at most this; ask again */
+
+static const char *worker_state_name(WorkerState w)
+{
+    static const char *const names[] = {"assigned", "running", "exited", "failed", "gone"};
+    return (unsigned)w < ARRAY_SIZE(names) ? names[w] : "?";
+}
+
+json_t *api_json_num(double v)
+{
+    if (v == floor(v) && fabs(v) < 9007199254740992.0)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+static json_t *ms_or_null(int64_t ms)
+{
+    return ms >= 0 ? json_integer(ms) : json_null();
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+static json_t *placement_json(Server *s, const ServerJob *j)
+{
+    json_t *a = json_array();
+    size_t n = MIN(j->n_workers, j->sj.pl.n_workers);
+    for (size_t i = 0; a && i < n; i++) {
+        const WorkerAlloc *w = &j->sj.pl.workers[i];
+        const WorkerRun *run = &j->workers[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "rank", json_integer((json_int_t)i));
+        json_object_set_new(o, "node", json_string(s->c->nodes[w->node].name));
+        json_object_set_new(o, "gpus", placement_grants_json(s->c, w));
+        json_object_set_new(o, "state", json_string(worker_state_name(run->state)));
+        if (run->pid > 0)
+            json_object_set_new(o, "pid", json_integer(run->pid));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+json_t *api_job_json(Server *s, const ServerJob *j, bool full)
+{
+    const StoreJob *st = &j->st;
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    bool pending = st->state == JOB_PENDING;
+    bool ended = job_state_ended(st->state);
+    json_object_set_new(o, "id", json_integer(st->id));
+    json_object_set_new(o, "name", json_string(st->name));
+    json_object_set_new(o, "team", str_or_null(st->team));
+    json_object_set_new(o, "project", str_or_null(st->project));
+    json_object_set_new(o, "kind", json_string(job_kind_name(j->spec.kind)));
+    json_object_set_new(o, "priority", json_string(priority_name(st->priority)));
+    json_object_set_new(o, "state", json_string(job_state_name(st->state)));
+    json_object_set_new(o, "run", json_integer(st->run));
+    json_object_set_new(o, "workers", json_integer(j->spec.workers));
+    json_object_set_new(o, "gpu_equivalents", api_json_num(j->gpu_equivalents));
+    json_object_set_new(o, "submit_ms", json_integer(st->submit_ms));
+    json_object_set_new(o, "start_ms", ms_or_null(st->start_ms));
+    json_object_set_new(o, "end_ms", ended ? ms_or_null(st->end_ms) : json_null());
+    uint32_t pos = pending ? server_position(s, j) : 0;
+    json_object_set_new(o, "position", pos ? json_integer(pos) : json_null());
+    json_object_set_new(o, "reason",
+                        pending && j->sj.reason[0] ? json_string(j->sj.reason) : json_null());
+    json_object_set_new(o, "eta_ms", ms_or_null(pending ? server_eta_ms(s, j) : -1));
+    json_object_set_new(o, "exit_code",
+                        ended && st->exit_code >= 0 ? json_integer(st->exit_code) : json_null());
+    json_object_set_new(o, "checkpoint", str_or_null(st->checkpoint));
+    json_object_set_new(o, "preemptions", json_integer(st->preemptions));
+    if (j->sj.running && j->workers)
+        json_object_set_new(o, "placement", placement_json(s, j));
+    if (full) {
+        json_t *spec = st->spec_json ? json_loads(st->spec_json, 0, NULL) : NULL;
+        json_object_set_new(o, "spec", spec ? spec : json_null());
+    }
+    return o;
+}
+
+/* A job id from the path: a positive whole number, else 0. */
+static int64_t parse_id(const char *s)
+{
+    if (!s || !*s || *s == '0' || strlen(s) > 18)
+        return 0;
+    int64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return 0;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
+}
+
+/* A whole number from the query, or def when absent; -1 when malformed. */
+static int64_t query_count(const HttpRequest *rq, const char *key, int64_t def)
+{
+    const char *v = http_query(rq, key);
+    if (!v)
+        return def;
+    if (!*v || strlen(v) > 18 || strspn(v, "0123456789") != strlen(v))
+        return -1;
+    return strtoll(v, NULL, 10);
+}
+
+/* A reply of the job as it is now (after a change). */
+static void reply_job(Server *s, int64_t id, int status, HttpResponse *rp)
+{
+    pthread_mutex_lock(&s->lock);
+    ServerJob *j = server_job(s, id);
+    json_t *o = j ? api_job_json(s, j, false) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!j)
+        http_reply_error(rp, 404, "no job %lld", (long long)id);
+    else
+        http_reply_json(rp, status, o);
+}
+
+/* Was the body a list of jobs (a YAML or JSON sequence) rather than one job? Decides
+ * the reply's shape; the parser has already accepted the text. */
+static bool body_is_list(const char *p, const char *end)
+{
+    while (p < end) {
+        if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') {
+            p++;
+        } else if (*p == '#' || *p == '%' || (end - p >= 3 && !memcmp(p, "---", 3))) {
+            /* comments, directives, the document marker */
+            while (p < end && *p != '\n')
+                p++;
+        } else {
+            return *p == '[' || (*p == '-' && (p + 1 == end || p[1] == ' ' || p[1] == '\n' ||
+                                               p[1] == '\r' || p[1] == '\t'));
+        }
+    }
+    return false;
+}
+
+static bool is_csv(const char *content_type)
+{
+    return !strncmp(content_type, "text/csv", 8);
+}
+
+void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    if (!rq->body_len) {
+        http_reply_error(rp, 400, "the body is empty: send a job or a list of jobs");
+        return;
+    }
+    JobList jobs = {0};
+    Buf err = {0};
+    int r = is_csv(rq->content_type)
+                ? spec_parse_jobs_csv(rq->body, rq->body_len, "request", &jobs, &err)
+                : spec_parse_jobs_yaml(rq->body, rq->body_len, "request", &jobs, &err);
+    if (r < 0) {
+        if (r == -ENOMEM)
+            http_reply_error(rp, 500, "out of memory");
+        else
+            http_reply_error(rp, 400, "%s", buf_str(&err));
+        goto out;
+    }
+    if (!jobs.n) {
+        http_reply_error(rp, 400, "the request holds no job");
+        goto out;
+    }
+    size_t n = jobs.n;
+    bool list =
+        n > 1 || (!is_csv(rq->content_type) && body_is_list(rq->body, rq->body + rq->body_len));
+    _cleanup_free_ int64_t *ids = calloc(n, sizeof(*ids));
+    if (!ids) {
+        http_reply_error(rp, 500, "out of memory");
+        goto out;
+    }
+    int status = server_submit(s, &rq->who, &jobs, ids, &err);
+    if (status / 100 != 2) {
+        http_reply_error(rp, status, "%s", buf_str(&err));
+        goto out;
+    }
+    json_t *arr = json_array();
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < n; i++) {
+        ServerJob *j = server_job(s, ids[i]);
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer(ids[i]));
+        if (j) {
+            json_object_set_new(o, "name", json_string(j->st.name));
+            json_object_set_new(o, "state", json_string(job_state_name(j->st.state)));
+            uint32_t pos = server_position(s, j);
+            json_object_set_new(o, "position", pos ? json_integer(pos) : json_null());
+        }
+        json_array_append_new(arr, o);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (list) {
+        http_reply_json(rp, status, json_pack("{s:o}", "jobs", arr));
+    } else {
+        json_t *one = json_incref(json_array_get(arr, 0));
+        json_decref(arr);
+        http_reply_json(rp, status, one);
+    }
+out:
+    job_list_free(&jobs);
+    buf_free(&err);
+}
+
+typedef struct JobFilter {
+    bool states[JOB_STATE_COUNT];
+    const char *team, *project;
+} JobFilter;
+
+/* "pending,running" or "active" into f->states; 0, or -EINVAL with err naming it. */
+static int parse_states(const char *q, JobFilter *f, Buf *err)
+{
+    if (!q) {
+        for (int i = 0; i < JOB_STATE_COUNT; i++)
+            f->states[i] = true;
+        return 0;
+    }
+    _cleanup_free_ char *copy = strdup(q);
+    if (!copy)
+        return -ENOMEM;
+    char *save = NULL;
+    bool any = false;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        any = true;
+        if (!strcmp(t, "active")) {
+            for (int i = 0; i < JOB_STATE_COUNT; i++)
+                f->states[i] |= !job_state_ended((JobState)i);
+            continue;
+        }
+        int st = job_state_from_name(t);
+        if (st < 0) {
+            buf_printf(err,
+                       "query 'state': unknown state '%s' (pending, starting, running, stopping, "
+                       "succeeded, failed, cancelled, or active)",
+                       t);
+            return -EINVAL;
+        }
+        f->states[st] = true;
+    }
+    if (!any) {
+        buf_printf(err, "query 'state': empty");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static bool job_matches(const ServerJob *j, const JobFilter *f)
+{
+    if (!f->states[j->st.state])
+        return false;
+    if (f->team && (!j->st.team || strcmp(f->team, j->st.team)))
+        return false;
+    if (f->project && (!j->st.project || strcmp(f->project, j->st.project)))
+        return false;
+    return true;
+}
+
+typedef struct ListEntry {
+    ServerJob *j;
+    uint32_t pos; /* queue position, UINT32_MAX for jobs not waiting */
+} ListEntry;
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const ListEntry *x = a, *y = b;
+    if (x->pos != y->pos)
+        return x->pos < y->pos ? -1 : 1;
+    return x->j->st.id < y->j->st.id ? -1 : x->j->st.id > y->j->st.id;
+}
+
+void api_jobs_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    JobFilter f = {.team = http_query(rq, "team"), .project = http_query(rq, "project")};
+    Buf err = {0};
+    int r = parse_states(http_query(rq, "state"), &f, &err);
+    if (r < 0) {
+        if (r == -ENOMEM)
+            http_reply_error(rp, 500, "out of memory");
+        else
+            http_reply_error(rp, 400, "%s", buf_str(&err));
+        buf_free(&err);
+        return;
+    }
+    int64_t limit = query_count(rq, "limit", JOBS_DEFAULT_LIMIT);
+    if (limit < 0) {
+        http_reply_error(rp, 400, "query 'limit': expected a whole number");
+        return;
+    }
+
+    ListEntry *e = NULL;
+    size_t n = 0, cap = 0;
+    json_t *arr = json_array();
+    pthread_mutex_lock(&s->lock);
+    for (int64_t id = 1; id <= s->max_id; id++) {
+        ServerJob *j = server_job(s, id);
+        if (!j || !job_matches(j, &f))
+            continue;
+        if (GROW(e, cap, n + 1) < 0) {
+            r = -ENOMEM;
+            break;
+        }
+        uint32_t pos = j->st.state == JOB_PENDING ? server_position(s, j) : 0;
+        e[n++] = (ListEntry){.j = j, .pos = pos ? pos - 1 : UINT32_MAX};
+    }
+    if (r == 0) {
+        qsort(e, n, sizeof(*e), entry_cmp);
+        for (size_t i = 0; i < n && (int64_t)i < limit; i++)
+            json_array_append_new(arr, api_job_json(s, e[i].j, false));
+    }
+    pthread_mutex_unlock(&s->lock);
+    free(e);
+    if (r < 0) {
+        json_decref(arr);
+        http_reply_error(rp, 500, "out of memory");
+        return;
+    }
+    http_reply_json(rp, 200, json_pack("{s:o}", "jobs", arr));
+}
+
+static int add_event(void *arg, int64_t t_ms, const char *type, const char *detail)
+{
+    json_t *o =
+        json_pack("{s:I,s:s,s:s?}", "t_ms", (json_int_t)t_ms, "type", type, "detail", detail);
+    return o ? json_array_append_new(arg, o) : -ENOMEM;
+}
+
+void api_job_get(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    int64_t id = parse_id(rq->params[0]);
+    pthread_mutex_lock(&s->lock);
+    ServerJob *j = server_job(s, id);
+    json_t *o = j ? api_job_json(s, j, true) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!j) {
+        http_reply_error(rp, 404, "no job %s", rq->params[0]);
+        return;
+    }
+    /* the events come from the store, read without holding the model's lock */
+    json_t *ev = json_array();
+    if (store_events_for(s->store, id, add_event, ev) < 0) {
+        json_decref(ev);
+        json_decref(o);
+        http_reply_error(rp, 500, "cannot read the events of job %lld from the store",
+                         (long long)id);
+        return;
+    }
+    json_object_set_new(o, "events", ev);
+    http_reply_json(rp, 200, o);
+}
+
+void api_job_cancel(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    int64_t id = parse_id(rq->params[0]);
+    if (!id) {
+        http_reply_error(rp, 404, "no job %s", rq->params[0]);
+        return;
+    }
+    Buf err = {0};
+    int status = server_cancel(s, &rq->who, id, &err);
+    if (status / 100 == 2)
+        reply_job(s, id, status, rp);
+    else
+        http_reply_error(rp, status, "%s", buf_str(&err));
+    buf_free(&err);
+}
+
+void api_job_patch(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    int64_t id = parse_id(rq->params[0]);
+    if (!id) {
+        http_reply_error(rp, 404, "no job %s", rq->params[0]);
+        return;
+    }
+    json_t *body = http_body_json(rq, rp);
+    if (!body)
+        return;
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v)
+    {
+        if (strcmp(key, "priority")) {
+            http_reply_error(rp, 400, "unknown field '%s' (a job's priority is all that changes)",
+                             key);
+            json_decref(body);
+            return;
+        }
+    }
+    json_t *pv = json_object_get(body, "priority");
+    int p = json_is_string(pv) ? priority_from_name(json_string_value(pv)) : -1;
+    if (p < 0) {
+        http_reply_error(rp, 400,
+                         pv ? "field 'priority': expected production, high, normal or low"
+                            : "field 'priority' is required");
+        json_decref(body);
+        return;
+    }
+    json_decref(body);
+    Buf err = {0};
+    int status = server_set_priority(s, &rq->who, id, (Priority)p, &err);
+    if (status / 100 == 2)
+        reply_job(s, id, status, rp);
+    else
+        http_reply_error(rp, status, "%s", buf_str(&err));
+    buf_free(&err);
+}
+
+void api_job_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    int64_t id = parse_id(rq->params[0]);
+    int64_t rank = query_count(rq, "rank", 0);
+    int64_t offset = query_count(rq, "offset", 0);
+    int64_t run = query_count(rq, "run", 0); /* 0: the latest */
+    if (rank < 0 || offset < 0 || run < 0) {
+        http_reply_error(rp, 400, "query '%s': expected a whole number",
+                         rank < 0     ? "rank"
+                         : offset < 0 ? "offset"
+                                      : "run");
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    ServerJob *j = server_job(s, id);
+    uint32_t workers = j ? j->spec.workers : 0, runs = j ? j->st.run : 0;
+    pthread_mutex_unlock(&s->lock);
+    if (!j) {
+        http_reply_error(rp, 404, "no job %s", rq->params[0]);
+        return;
+    }
+    if (rank >= workers) {
+        http_reply_error(rp, 400, "query 'rank': job %lld has ranks 0 to %u", (long long)id,
+                         workers ? workers - 1 : 0);
+        return;
+    }
+    if (run > runs) {
+        http_reply_error(rp, 404, "job %lld has had %u runs", (long long)id, runs);
+        return;
+    }
+    if (!run)
+        run = runs;
+    Buf path = {0};
+    /* the name api_agent_logs writes */
+    buf_printf(&path, "%s/%lld-%lld-%lld.log", s->log_dir, (long long)id, (long long)rank,
+               (long long)run);
+    int fd = open(buf_str(&path), O_RDONLY | O_CLOEXEC);
+    buf_free(&path);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) < 0 || sb.st_size == 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        if (fd < 0 && e != ENOENT)
+            http_reply_error(rp, 500, "cannot read the log of job %lld rank %lld: %s",
+                             (long long)id, (long long)rank, strerror(e));
+        else
+            http_reply_error(rp, 404, "job %lld rank %lld has written nothing yet", (long long)id,
+                             (long long)rank);
+        return;
+    }
+    size_t want = offset >= sb.st_size ? 0 : (size_t)MIN(sb.st_size - offset, LOG_MAX_REPLY);
+    char *data = malloc(want + 1);
+    if (!data) {
+        close(fd);
+        http_reply_error(rp, 500, "out of memory");
+        return;
+    }
+    ssize_t got = pread(fd, data, want, offset);
+    int e = errno;
+    close(fd);
+    if (got < 0) {
+        free(data);
+        http_reply_error(rp, 500, "cannot read the log of job %lld rank %lld: %s", (long long)id,
+                         (long long)rank, strerror(e));
+        return;
+    }
+    data[got] = '\0';
+    buf_free(&rp->body);
+    rp->body = (Buf){.data = data, .len = (size_t)got, .cap = want + 1};
+    rp->status = 200;
+    rp->content_type = "text/plain; charset=utf-8";
+}

@@ -1,0 +1,387 @@
+/* api_usage.c: GET /api/v1/usage, the chargeback report: GPU-hours and cost of every
+ * run inside a window, grouped by any of team, project, pool, model and tier. Closed
+ * run segments come from the store; runs still going count from their start to now.
+ * Money is summed in integer micro-dollars per segment and shown in dollars. */
+#include "server/api.h"
+
+#include "util/macro.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define USAGE_DEFAULT_WINDOW_MS (30LL * 24 * 3600 * 1000)
+#define MS_PER_HOUR             3600000.0
+
+enum { KEY_TEAM, KEY_PROJECT, KEY_POOL, KEY_MODEL, KEY_TIER, KEY_COUNT };
+static const char *const key_names[KEY_COUNT] = {"team", "project", "pool", "model", "tier"};
+
+typedef struct UsageRow {
+    char *key;            /* the group's values joined by '\x1f' (hash key) */
+    char *val[KEY_COUNT]; /* the group's values (NULL: none), for the grouped keys */
+    double gpu_hours;
+    int64_t cost_micro_usd;
+    int64_t *jobs; /* the jobs that ran in it (duplicates until counted) */
+    size_t n_jobs, jobs_cap;
+} UsageRow;
+
+typedef struct Usage {
+    int64_t from_ms, to_ms;
+    int keys[KEY_COUNT]; /* grouped keys in request order */
+    size_t n_keys;
+    UsageRow *rows;
+    size_t n_rows, rows_cap;
+    uint32_t *slot; /* hash table of row index + 1, 0 = empty */
+    size_t n_slots;
+    int err;
+} Usage;
+
+static void usage_free(Usage *u)
+{
+    for (size_t i = 0; i < u->n_rows; i++) {
+        free(u->rows[i].key);
+        for (int k = 0; k < KEY_COUNT; k++)
+            free(u->rows[i].val[k]);
+        free(u->rows[i].jobs);
+    }
+    free(u->rows);
+    free(u->slot);
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int rehash(Usage *u, size_t n_slots)
+{
+    uint32_t *slot = calloc(n_slots, sizeof(*slot));
+    if (!slot)
+        return -ENOMEM;
+    for (size_t i = 0; i < u->n_rows; i++) {
+        size_t h = fnv1a(u->rows[i].key) % n_slots;
+        while (slot[h])
+            h = (h + 1) % n_slots;
+        slot[h] = (uint32_t)i + 1;
+    }
+    free(u->slot);
+    u->slot = slot;
+    u->n_slots = n_slots;
+    return 0;
+}
+
+/* The row of a segment's group, created on first use; NULL when out of memory. */
+static UsageRow *row_for(Usage *u, const char *const vals[KEY_COUNT])
+{
+    Buf key = {0};
+    for (size_t i = 0; i < u->n_keys; i++) {
+        const char *v = vals[u->keys[i]];
+        buf_puts(&key, v && *v ? v : "");
+        buf_putc(&key, '\x1f');
+    }
+    if (key.oom || (u->n_slots < 2 * (u->n_rows + 1) && rehash(u, 4 * (u->n_rows + 8)) < 0)) {
+        buf_free(&key);
+        return NULL;
+    }
+    const char *k = buf_str(&key);
+    size_t h = fnv1a(k) % u->n_slots;
+    for (; u->slot[h]; h = (h + 1) % u->n_slots)
+        if (!strcmp(u->rows[u->slot[h] - 1].key, k)) {
+            buf_free(&key);
+            return &u->rows[u->slot[h] - 1];
+        }
+    if (GROW(u->rows, u->rows_cap, u->n_rows + 1) < 0) {
+        buf_free(&key);
+        return NULL;
+    }
+    UsageRow *r = &u->rows[u->n_rows];
+    *r = (UsageRow){.key = buf_steal(&key)};
+    bool oom = !r->key;
+    for (size_t i = 0; i < u->n_keys; i++) {
+        const char *v = vals[u->keys[i]];
+        if (v && *v && !(r->val[u->keys[i]] = strdup(v)))
+            oom = true;
+    }
+    if (oom) {
+        free(r->key);
+        for (int x = 0; x < KEY_COUNT; x++)
+            free(r->val[x]);
+        return NULL;
+    }
+    u->slot[h] = (uint32_t)++u->n_rows;
+    return r;
+}
+
+/* Count one run segment, clipped to the window. */
+static int add_segment(Usage *u, const StoreUsage *s)
+{
+    int64_t from = MAX(s->start_ms, u->from_ms), to = MIN(s->end_ms, u->to_ms);
+    if (to <= from)
+        return 0;
+    const char *vals[KEY_COUNT] = {s->team, s->project, s->pool, s->model, s->tier};
+    UsageRow *r = row_for(u, vals);
+    if (!r || GROW(r->jobs, r->jobs_cap, r->n_jobs + 1) < 0)
+        return u->err = -ENOMEM;
+    double gpu_ms = s->gpu_equivalents * (double)(to - from);
+    r->gpu_hours += gpu_ms / MS_PER_HOUR;
+    r->cost_micro_usd += llround(gpu_ms * (double)s->price_micro_usd / MS_PER_HOUR);
+    r->jobs[r->n_jobs++] = s->job;
+    return 0;
+}
+
+static int add_closed(void *arg, const StoreUsage *s)
+{
+    return add_segment(arg, s);
+}
+
+/* Runs still going: from their start to now, per worker (workers may sit in different
+ * pools). Lock held. */
+static int add_open(Usage *u, Server *s, int64_t now)
+{
+    for (size_t k = 0; k < s->n_holding; k++) {
+        const ServerJob *j = s->holding[k];
+        for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
+            const WorkerAlloc *wa = &j->sj.pl.workers[w];
+            const Node *n = &s->c->nodes[wa->node];
+            const Pool *p = &s->c->pools[n->pool];
+            StoreUsage seg = {.job = j->st.id,
+                              .team = j->st.team,
+                              .project = j->st.project,
+                              .pool = p->name,
+                              .model = node_model(s->c, n)->name,
+                              .tier = tier_name(p->tier),
+                              .gpu_equivalents = (double)worker_units(s->c, wa) / GPU_UNITS,
+                              .price_micro_usd = p->price_micro_usd,
+                              .start_ms = j->sj.run_start_ms,
+                              .end_ms = now};
+            int r = add_segment(u, &seg);
+            if (r < 0)
+                return r;
+        }
+    }
+    return 0;
+}
+
+static int i64_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static size_t count_distinct(int64_t *v, size_t n)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof(*v), i64_cmp);
+    size_t d = 1;
+    for (size_t i = 1; i < n; i++)
+        d += v[i] != v[i - 1];
+    return d;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    return strcmp(((const UsageRow *)a)->key, ((const UsageRow *)b)->key);
+}
+
+/* Dollars from micro-dollars, to a hundredth of a cent: a 1g slice for a minute costs
+ * less than a cent. */
+static double usd(int64_t micro)
+{
+    return (double)llround((double)micro / 100.0) / 10000.0;
+}
+
+static double hours(double h)
+{
+    return round(h * 1e6) / 1e6;
+}
+
+static int parse_group_by(const char *q, Usage *u, Buf *err)
+{
+    if (!q)
+        q = "team,project";
+    _cleanup_free_ char *copy = strdup(q);
+    if (!copy)
+        return -ENOMEM;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < KEY_COUNT && strcmp(t, key_names[k]))
+            k++;
+        if (k == KEY_COUNT) {
+            buf_printf(err, "query 'group_by': unknown key '%s' (team, project, pool, model, tier)",
+                       t);
+            return -EINVAL;
+        }
+        for (size_t i = 0; i < u->n_keys; i++)
+            if (u->keys[i] == k) {
+                buf_printf(err, "query 'group_by': '%s' given twice", t);
+                return -EINVAL;
+            }
+        u->keys[u->n_keys++] = k;
+    }
+    return 0;
+}
+
+static int parse_ms(const HttpRequest *rq, const char *key, int64_t def, int64_t *ret, Buf *err)
+{
+    const char *v = http_query(rq, key);
+    if (!v) {
+        *ret = def;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || errno) {
+        buf_printf(err, "query '%s': expected milliseconds since the epoch", key);
+        return -EINVAL;
+    }
+    *ret = x;
+    return 0;
+}
+
+static void csv_field(Buf *b, const char *v)
+{
+    if (!v)
+        return;
+    if (!strpbrk(v, ",\"\r\n")) {
+        buf_puts(b, v);
+        return;
+    }
+    buf_putc(b, '"');
+    for (; *v; v++) {
+        if (*v == '"')
+            buf_putc(b, '"');
+        buf_putc(b, *v);
+    }
+    buf_putc(b, '"');
+}
+
+static void reply_csv(const Usage *u, const size_t *jobs, HttpResponse *rp)
+{
+    Buf b = {0};
+    for (size_t i = 0; i < u->n_keys; i++)
+        buf_printf(&b, "%s,", key_names[u->keys[i]]);
+    buf_puts(&b, "gpu_hours,cost_usd,jobs\n");
+    for (size_t r = 0; r < u->n_rows; r++) {
+        const UsageRow *row = &u->rows[r];
+        for (size_t i = 0; i < u->n_keys; i++) {
+            csv_field(&b, row->val[u->keys[i]]);
+            buf_putc(&b, ',');
+        }
+        buf_printf(&b, "%.6f,%.4f,%zu\n", hours(row->gpu_hours), usd(row->cost_micro_usd), jobs[r]);
+    }
+    buf_free(&rp->body);
+    rp->body = b;
+    rp->status = 200;
+    rp->content_type = "text/csv; charset=utf-8";
+}
+
+static json_t *totals_json(double gpu_hours, int64_t cost_micro, size_t jobs)
+{
+    return json_pack("{s:f,s:f,s:I}", "gpu_hours", hours(gpu_hours), "cost_usd", usd(cost_micro),
+                     "jobs", (json_int_t)jobs);
+}
+
+static void reply_json(const Usage *u, const size_t *jobs, size_t total_jobs, HttpResponse *rp)
+{
+    json_t *keys = json_array(), *rows = json_array();
+    for (size_t i = 0; i < u->n_keys; i++)
+        json_array_append_new(keys, json_string(key_names[u->keys[i]]));
+    double gpu_hours = 0;
+    int64_t cost = 0;
+    for (size_t r = 0; r < u->n_rows; r++) {
+        const UsageRow *row = &u->rows[r];
+        json_t *o = totals_json(row->gpu_hours, row->cost_micro_usd, jobs[r]);
+        for (size_t i = 0; i < u->n_keys; i++) {
+            const char *v = row->val[u->keys[i]];
+            json_object_set_new(o, key_names[u->keys[i]], v ? json_string(v) : json_null());
+        }
+        json_array_append_new(rows, o);
+        gpu_hours += row->gpu_hours;
+        cost += row->cost_micro_usd;
+    }
+    http_reply_json(rp, 200,
+                    json_pack("{s:I,s:I,s:o,s:o,s:o}", "from_ms", (json_int_t)u->from_ms, "to_ms",
+                              (json_int_t)u->to_ms, "group_by", keys, "rows", rows, "total",
+                              totals_json(gpu_hours, cost, total_jobs)));
+}
+
+void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    Usage u = {0};
+    Buf err = {0};
+    size_t *jobs = NULL;
+    int64_t *all = NULL;
+    int64_t now = server_now_ms();
+    int r = parse_ms(rq, "to", now, &u.to_ms, &err);
+    if (r == 0)
+        r = parse_ms(rq, "from", u.to_ms - USAGE_DEFAULT_WINDOW_MS, &u.from_ms, &err);
+    if (r == 0)
+        r = parse_group_by(http_query(rq, "group_by"), &u, &err);
+    if (r == 0 && u.from_ms >= u.to_ms) {
+        buf_printf(&err, "query 'from' must be before 'to'");
+        r = -EINVAL;
+    }
+    const char *format = http_query(rq, "format");
+    const char *accept = http_header(rq, "Accept");
+    bool csv = format ? !strcmp(format, "csv") : accept && strstr(accept, "text/csv");
+    if (r == 0 && format && strcmp(format, "csv") && strcmp(format, "json")) {
+        buf_printf(&err, "query 'format': expected json or csv");
+        r = -EINVAL;
+    }
+    if (r < 0) {
+        if (r == -ENOMEM)
+            http_reply_error(rp, 500, "out of memory");
+        else
+            http_reply_error(rp, 400, "%s", buf_str(&err));
+        goto out;
+    }
+
+    /* Under the lock, so that a run closing meanwhile is counted once: its closed
+     * segment is written to the store under the same lock as it leaves the holders. */
+    pthread_mutex_lock(&s->lock);
+    r = store_usage_query(s->store, u.from_ms, u.to_ms, add_closed, &u);
+    if (r == 0 && !u.err)
+        r = add_open(&u, s, MIN(now, u.to_ms));
+    pthread_mutex_unlock(&s->lock);
+    if (r < 0 || u.err) {
+        http_reply_error(rp, 500,
+                         r == -ENOMEM || u.err ? "out of memory"
+                                               : "cannot read the usage from the store");
+        goto out;
+    }
+
+    if (u.n_rows)
+        qsort(u.rows, u.n_rows, sizeof(*u.rows), row_cmp);
+    size_t n_all = 0;
+    for (size_t i = 0; i < u.n_rows; i++)
+        n_all += u.rows[i].n_jobs;
+    jobs = calloc(u.n_rows + 1, sizeof(*jobs));
+    all = malloc((n_all + 1) * sizeof(*all));
+    if (!jobs || !all) {
+        http_reply_error(rp, 500, "out of memory");
+        goto out;
+    }
+    n_all = 0;
+    for (size_t i = 0; i < u.n_rows; i++) {
+        memcpy(all + n_all, u.rows[i].jobs, u.rows[i].n_jobs * sizeof(*all));
+        n_all += u.rows[i].n_jobs;
+        jobs[i] = count_distinct(u.rows[i].jobs, u.rows[i].n_jobs);
+    }
+    if (csv)
+        reply_csv(&u, jobs, rp);
+    else
+        reply_json(&u, jobs, count_distinct(all, n_all), rp);
+out:
+    free(jobs);
+    free(all);
+    buf_free(&err);
+    usage_free(&u);
+}

@@ -1,0 +1,166 @@
+/* metrics.c: GET /metrics (the Prometheus text format 0.0.4) and GET /healthz. The
+ * gauges are read from the model under its lock at scrape time; the counters and the
+ * cycle-time histogram are kept by the scheduler thread (ServerCounters). */
+#include "server/api.h"
+
+#include "util/macro.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A label value, escaped as the text format wants (backslash, quote, newline). */
+static void label(Buf *b, const char *v)
+{
+    buf_putc(b, '"');
+    for (; v && *v; v++) {
+        if (*v == '\\' || *v == '"')
+            buf_putc(b, '\\');
+        if (*v == '\n')
+            buf_puts(b, "\\n");
+        else
+            buf_putc(b, *v);
+    }
+    buf_putc(b, '"');
+}
+
+static void head(Buf *b, const char *name, const char *type, const char *help)
+{
+    buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void gpu_gauges(Server *s, Buf *b)
+{
+    const Cluster *c = s->c;
+    size_t nm = c->n_models, nt = c->n_teams + 1; /* [n_teams]: jobs without a team */
+    uint32_t *gpus = calloc(nm, sizeof(*gpus));
+    uint64_t *alloc = calloc(nm * nt, sizeof(*alloc));
+    uint64_t *busy = calloc(nm, sizeof(*busy));
+    if (!gpus || !alloc || !busy) {
+        b->oom = true;
+        goto out;
+    }
+    for (size_t i = 0; i < c->n_nodes; i++)
+        gpus[c->nodes[i].model] += c->nodes[i].n_gpus;
+    for (size_t k = 0; k < s->n_holding; k++) {
+        const ServerJob *j = s->holding[k];
+        size_t t = j->sj.team < c->n_teams ? j->sj.team : c->n_teams;
+        for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
+            const WorkerAlloc *wa = &j->sj.pl.workers[w];
+            uint8_t m = c->nodes[wa->node].model;
+            uint32_t units = worker_units(c, wa);
+            alloc[m * nt + t] += units;
+            bool running = w < j->n_workers && j->workers[w].state == WORKER_RUNNING;
+            if (running && s->nodes[wa->node].liveness == NODE_READY)
+                busy[m] += units;
+        }
+    }
+
+    head(b, "gpuorch_gpus", "gauge", "GPUs in the cluster, by model.");
+    for (size_t m = 0; m < nm; m++)
+        if (gpus[m]) {
+            buf_puts(b, "gpuorch_gpus{model=");
+            label(b, c->models[m].m.name);
+            buf_printf(b, "} %u\n", gpus[m]);
+        }
+    head(b, "gpuorch_gpus_allocated", "gauge",
+         "GPU-equivalents allocated to jobs, by model and team.");
+    for (size_t m = 0; m < nm; m++)
+        for (size_t t = 0; t < nt; t++)
+            if (alloc[m * nt + t] || (gpus[m] && t < c->n_teams)) {
+                buf_puts(b, "gpuorch_gpus_allocated{model=");
+                label(b, c->models[m].m.name);
+                buf_puts(b, ",team=");
+                label(b, t < c->n_teams ? c->teams[t].name : "");
+                buf_printf(b, "} %.6g\n", (double)alloc[m * nt + t] / GPU_UNITS);
+            }
+    head(b, "gpuorch_gpus_busy", "gauge",
+         "GPU-equivalents allocated on ready nodes to running workers, by model.");
+    for (size_t m = 0; m < nm; m++)
+        if (gpus[m]) {
+            buf_puts(b, "gpuorch_gpus_busy{model=");
+            label(b, c->models[m].m.name);
+            buf_printf(b, "} %.6g\n", (double)busy[m] / GPU_UNITS);
+        }
+out:
+    free(gpus);
+    free(alloc);
+    free(busy);
+}
+
+static void job_metrics(Server *s, Buf *b)
+{
+    uint64_t queued[PRIO_COUNT] = {0};
+    for (int64_t id = 1; id <= s->max_id; id++) {
+        const ServerJob *j = server_job(s, id);
+        if (j && j->st.state == JOB_PENDING && j->st.priority < PRIO_COUNT)
+            queued[j->st.priority]++;
+    }
+    head(b, "gpuorch_queue_length", "gauge", "Pending jobs, by priority class.");
+    for (int p = 0; p < PRIO_COUNT; p++)
+        buf_printf(b, "gpuorch_queue_length{priority=\"%s\"} %llu\n", priority_name((Priority)p),
+                   (unsigned long long)queued[p]);
+
+    const ServerCounters *k = &s->counters;
+    head(b, "gpuorch_jobs_started_total", "counter", "Job runs started.");
+    buf_printf(b, "gpuorch_jobs_started_total %llu\n", (unsigned long long)k->started);
+    head(b, "gpuorch_jobs_finished_total", "counter", "Jobs ended, by result.");
+    for (int st = 0; st < JOB_STATE_COUNT; st++)
+        if (job_state_ended((JobState)st))
+            buf_printf(b, "gpuorch_jobs_finished_total{result=\"%s\"} %llu\n",
+                       job_state_name((JobState)st), (unsigned long long)k->finished[st]);
+    head(b, "gpuorch_jobs_preempted_total", "counter", "Job runs preempted.");
+    buf_printf(b, "gpuorch_jobs_preempted_total %llu\n", (unsigned long long)k->preempted);
+    head(b, "gpuorch_jobs_requeued_lost_total", "counter",
+         "Job runs requeued because a node was lost.");
+    buf_printf(b, "gpuorch_jobs_requeued_lost_total %llu\n", (unsigned long long)k->requeued_lost);
+
+    /* ServerCounters counts each cycle in the first bucket it fits; Prometheus buckets
+     * are cumulative. */
+    static const char *const le[ARRAY_SIZE(k->cycle_buckets)] = {"0.001", "0.005", "0.01", "0.05",
+                                                                 "0.1",   "0.5",   "1",    "+Inf"};
+    head(b, "gpuorch_schedule_cycle_seconds", "histogram", "Time one scheduling cycle took.");
+    uint64_t cum = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(le); i++) {
+        cum += k->cycle_buckets[i];
+        buf_printf(b, "gpuorch_schedule_cycle_seconds_bucket{le=\"%s\"} %llu\n", le[i],
+                   (unsigned long long)cum);
+    }
+    buf_printf(b, "gpuorch_schedule_cycle_seconds_sum %.9g\n", k->cycle_seconds_sum);
+    buf_printf(b, "gpuorch_schedule_cycle_seconds_count %llu\n", (unsigned long long)k->cycles);
+
+    uint64_t nodes[3] = {0};
+    for (size_t i = 0; i < s->c->n_nodes; i++)
+        nodes[s->nodes[i].liveness < 3 ? s->nodes[i].liveness : NODE_UNKNOWN]++;
+    head(b, "gpuorch_nodes", "gauge", "Nodes, by the state of their agent.");
+    buf_printf(b, "gpuorch_nodes{state=\"unknown\"} %llu\n",
+               (unsigned long long)nodes[NODE_UNKNOWN]);
+    buf_printf(b, "gpuorch_nodes{state=\"ready\"} %llu\n", (unsigned long long)nodes[NODE_READY]);
+    buf_printf(b, "gpuorch_nodes{state=\"lost\"} %llu\n", (unsigned long long)nodes[NODE_LOST]);
+}
+
+void api_metrics(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    Buf b = {0};
+    pthread_mutex_lock(&s->lock);
+    gpu_gauges(s, &b);
+    job_metrics(s, &b);
+    pthread_mutex_unlock(&s->lock);
+    if (b.oom) {
+        buf_free(&b);
+        http_reply_error(rp, 500, "out of memory");
+        return;
+    }
+    buf_free(&rp->body);
+    rp->body = b;
+    rp->status = 200;
+    rp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+void api_healthz(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    if (store_ping(s->store) < 0) {
+        http_reply_error(rp, 503, "the store does not answer");
+        return;
+    }
+    http_reply_text(rp, 200, "text/plain; charset=utf-8", "ok\n", 3);
+}
