@@ -11,8 +11,10 @@
  * The schema is versioned: opening a store applies the migrations it lacks, each in its
  * own transaction, and refuses a database written by a newer gpuorch.
  *
- * Errors: a negative errno (-EINVAL bad URL or arguments, -ENOTSUP a back end this
- * build lacks, -EIO the database failed, -ENOMEM) with the reason in err when given. */
+ * Errors: a negative errno (-EINVAL bad URL or arguments, a constraint the write broke
+ * (an unknown job), -EEXIST a unique key already taken (a token's hash), -ENOENT the
+ * database's directory is missing, -ENOTSUP a back end this build lacks, -EIO the
+ * database failed, -ENOMEM) with the reason appended to err when given. */
 #pragma once
 
 #include "util/buf.h"
@@ -24,7 +26,8 @@
 typedef struct Store Store;
 
 /* Open "sqlite:PATH", a bare PATH (SQLite), or "postgres://..." (-ENOTSUP until that
- * back end is built). Creates the file and its directory's database on first use. */
+ * back end is built). Creates the database file on first use; its directory must exist
+ * (-ENOENT). */
 int store_open(const char *url, Store **ret, Buf *err);
 void store_close(Store *s);
 /* The schema version the store is at (the newest migration applied). */
@@ -37,23 +40,25 @@ int store_ping(Store *s);
 typedef struct StoreJob {
     int64_t id; /* assigned by store_write on insert, from 1, never reused */
     char *name;
-    char *team;      /* NULL: none */
-    char *project;   /* NULL: none */
-    char *spec_json; /* the job as submitted, normalised (spec_job_to_json) */
-    int64_t owner;   /* token id of the submitter */
+    char *team;       /* NULL: none */
+    char *project;    /* NULL: none */
+    char *spec_json;  /* the job as submitted, normalised (spec_job_to_json) */
+    int64_t owner;    /* token id of the submitter */
     uint8_t priority; /* Priority (core/job.h) */
     uint8_t state;    /* the server's JobState */
     uint32_t run;     /* runs started so far */
     uint32_t preemptions;
     int64_t submit_ms, start_ms, end_ms;
-    int32_t exit_code;    /* -1 until it ended with one */
-    char *checkpoint;     /* latest completed checkpoint, NULL: none */
+    int32_t exit_code; /* -1 until it ended with one */
+    char *checkpoint;  /* latest completed checkpoint, NULL: none */
     int64_t checkpoint_ms;
     char *placement_json; /* the allocation while it holds one, else NULL */
 } StoreJob;
 
 void store_job_free(StoreJob *j);
 
+/* In events and usage, job -k (k >= 1) names the k-th insert of the same StoreWrite,
+ * whose id is not known before the write: a job and its "submit" event in one commit. */
 typedef struct StoreEvent {
     int64_t job;
     int64_t t_ms;
@@ -87,6 +92,9 @@ typedef struct StoreWrite {
 
 int store_write(Store *s, StoreWrite *w, Buf *err);
 
+/* The read functions call fn while they hold the store's reading connection: fn may
+ * write to the store but must not call another read function. */
+
 /* Call fn for every job in id order; fn takes ownership of the job's strings (it may
  * keep them and must free what it does not keep with store_job_free). A non-zero
  * return from fn stops the walk and is returned. */
@@ -97,8 +105,8 @@ int store_events_for(Store *s, int64_t job,
                      int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
                      void *arg);
 
-/* Usage segments overlapping [from_ms, to_ms), in start order; strings valid during
- * the call. */
+/* Usage segments overlapping [from_ms, to_ms), in start order, their start_ms and
+ * end_ms clipped to the window; strings valid during the call. */
 int store_usage_query(Store *s, int64_t from_ms, int64_t to_ms,
                       int (*fn)(void *arg, const StoreUsage *u), void *arg);
 

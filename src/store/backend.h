@@ -1,0 +1,47 @@
+/* backend.h: the seam between store.c and a database back end (internal to src/store).
+ * A back end fills a StoreOps table, one function per public store function, and embeds
+ * struct Store as its first member; store.c parses the URL, picks the back end and
+ * dispatches. A PostgreSQL back end slots in as one more table. */
+#pragma once
+
+#include "store/store.h"
+
+#include <stdarg.h>
+
+typedef struct StoreOps {
+    void (*close)(Store *s);
+    int (*ping)(Store *s);
+    int (*write)(Store *s, StoreWrite *w, Buf *err);
+    int (*jobs_load)(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg);
+    int (*events_for)(Store *s, int64_t job,
+                      int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
+                      void *arg);
+    int (*usage_query)(Store *s, int64_t from_ms, int64_t to_ms,
+                       int (*fn)(void *arg, const StoreUsage *u), void *arg);
+    int (*team_set)(Store *s, const char *name, double guaranteed_gpus, double burst_gpus,
+                    double weight);
+    int (*teams_load)(Store *s,
+                      int (*fn)(void *arg, const char *name, double guaranteed_gpus,
+                                double burst_gpus, double weight),
+                      void *arg);
+    int (*token_insert)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
+                        const char *team, const char *name, int64_t created_ms, int64_t *ret_id);
+    int (*token_find)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
+    int (*token_count)(Store *s, int64_t *ret);
+    int (*mig_set)(Store *s, const char *node, unsigned index, const char *layout_json);
+    int (*mig_load)(Store *s,
+                    int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
+                    void *arg);
+} StoreOps;
+
+struct Store {
+    const StoreOps *ops;
+    int schema_version; /* set by the back end's open */
+};
+
+/* Append "store LABEL: message" to err (when err is given) and return e. */
+int store_fail(Buf *err, int e, const char *label, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The SQLite back end (sqlite.c): path is a file name, never a URL. */
+int sqlite_open(const char *path, Store **ret, Buf *err);

@@ -1,0 +1,202 @@
+/* sqlite_read.c: the SQLite back end's reads, on the reading connection under its lock.
+ * Each is one statement, so each sees one committed state of the database, never part
+ * of a batch; rows go to the caller's function as they are stepped, without a copy of
+ * the whole result. */
+#include "store/sqlite.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const sqlite_read_sql[RS_COUNT] = {
+    [RS_PING] = "SELECT max(version) FROM schema_version",
+    [RS_JOBS] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
+                "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
+                "checkpoint_ms, placement_json FROM jobs ORDER BY id",
+    [RS_EVENTS] = "SELECT t_ms, type, detail FROM events WHERE job = ? ORDER BY t_ms, id",
+    [RS_USAGE] = "SELECT job, team, project, pool, model, tier, gpu_equivalents, "
+                 "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2) FROM usage "
+                 "WHERE start_ms < ?2 AND end_ms > ?1 AND end_ms > start_ms ORDER BY start_ms, id",
+    [RS_TEAMS] = "SELECT name, guaranteed_gpus, burst_gpus, weight FROM teams ORDER BY name",
+    [RS_TOKEN_FIND] = "SELECT id, role, team, name FROM tokens WHERE hash = ?",
+    [RS_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
+    [RS_MIG] = "SELECT node, gpu_index, layout_json FROM mig_layouts ORDER BY node, gpu_index",
+};
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    return (const char *)sqlite3_column_text(st, i);
+}
+
+/* A copy of a text column, NULL for NULL. 0 or -ENOMEM. */
+static int col_dup(sqlite3_stmt *st, int i, char **ret)
+{
+    const char *s = col_text(st, i);
+    *ret = s ? strdup(s) : NULL;
+    return s && !*ret ? -ENOMEM : 0;
+}
+
+/* Take the reader and its statement `which`: the caller binds and steps it, then calls
+ * read_end. */
+static sqlite3_stmt *read_begin(SqliteStore *db, int which)
+{
+    pthread_mutex_lock(&db->rlock);
+    return db->rs[which];
+}
+
+/* The last step's code turned into the read's result: r when the walk stopped on its
+ * own (fn's non-zero return, an error), -EIO when SQLite failed. */
+static int read_end(SqliteStore *db, sqlite3_stmt *st, int rc, int r)
+{
+    if (r == 0 && rc != SQLITE_DONE && rc != SQLITE_ROW)
+        r = sqlite_fail(db, db->rdb, rc, NULL);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    pthread_mutex_unlock(&db->rlock);
+    return r;
+}
+
+int sqlite_read_ping(Store *s)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_PING);
+    int rc = sqlite3_step(st);
+    return read_end(db, st, rc, 0);
+}
+
+static int row_job(sqlite3_stmt *st, StoreJob *j)
+{
+    *j = (StoreJob){
+        .id = sqlite3_column_int64(st, 0),
+        .owner = sqlite3_column_int64(st, 5),
+        .priority = (uint8_t)sqlite3_column_int(st, 6),
+        .state = (uint8_t)sqlite3_column_int(st, 7),
+        .run = (uint32_t)sqlite3_column_int64(st, 8),
+        .preemptions = (uint32_t)sqlite3_column_int64(st, 9),
+        .submit_ms = sqlite3_column_int64(st, 10),
+        .start_ms = sqlite3_column_int64(st, 11),
+        .end_ms = sqlite3_column_int64(st, 12),
+        .exit_code = sqlite3_column_int(st, 13),
+        .checkpoint_ms = sqlite3_column_int64(st, 15),
+    };
+    if (col_dup(st, 1, &j->name) < 0 || col_dup(st, 2, &j->team) < 0 ||
+        col_dup(st, 3, &j->project) < 0 || col_dup(st, 4, &j->spec_json) < 0 ||
+        col_dup(st, 14, &j->checkpoint) < 0 || col_dup(st, 16, &j->placement_json) < 0) {
+        store_job_free(j);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_JOBS);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreJob j;
+        if ((r = row_job(st, &j)) == 0)
+            r = fn(arg, &j);
+    }
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_events(Store *s, int64_t job,
+                       int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
+                       void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_EVENTS);
+    sqlite3_bind_int64(st, 1, job);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        r = fn(arg, sqlite3_column_int64(st, 0), col_text(st, 1), col_text(st, 2));
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_usage(Store *s, int64_t from_ms, int64_t to_ms,
+                      int (*fn)(void *arg, const StoreUsage *u), void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_USAGE);
+    sqlite3_bind_int64(st, 1, from_ms);
+    sqlite3_bind_int64(st, 2, to_ms);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreUsage u = {
+            .job = sqlite3_column_int64(st, 0),
+            .team = col_text(st, 1),
+            .project = col_text(st, 2),
+            .pool = col_text(st, 3),
+            .model = col_text(st, 4),
+            .tier = col_text(st, 5),
+            .gpu_equivalents = sqlite3_column_double(st, 6),
+            .price_micro_usd = sqlite3_column_int64(st, 7),
+            .start_ms = sqlite3_column_int64(st, 8),
+            .end_ms = sqlite3_column_int64(st, 9),
+        };
+        r = fn(arg, &u);
+    }
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_teams(Store *s,
+                      int (*fn)(void *arg, const char *name, double guaranteed_gpus,
+                                double burst_gpus, double weight),
+                      void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_TEAMS);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        r = fn(arg, col_text(st, 0), sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
+               sqlite3_column_double(st, 3));
+    return read_end(db, st, rc, r);
+}
+
+static void copy_field(char *dst, size_t size, const char *s)
+{
+    snprintf(dst, size, "%s", s ? s : "");
+}
+
+int sqlite_read_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_TOKEN_FIND);
+    sqlite3_bind_blob(st, 1, hash, STORE_TOKEN_HASH_LEN, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        StoreToken t = {.id = sqlite3_column_int64(st, 0)};
+        copy_field(t.role, sizeof(t.role), col_text(st, 1));
+        copy_field(t.team, sizeof(t.team), col_text(st, 2));
+        copy_field(t.name, sizeof(t.name), col_text(st, 3));
+        *ret = t;
+    }
+    int r = read_end(db, st, rc, 0);
+    return r < 0 ? r : rc == SQLITE_ROW;
+}
+
+int sqlite_read_token_count(Store *s, int64_t *ret)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_TOKEN_COUNT);
+    int rc = sqlite3_step(st);
+    int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    int r = read_end(db, st, rc, 0);
+    if (r == 0)
+        *ret = n;
+    return r;
+}
+
+int sqlite_read_mig(Store *s,
+                    int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
+                    void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_MIG);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        r = fn(arg, col_text(st, 0), (unsigned)sqlite3_column_int64(st, 1), col_text(st, 2));
+    return read_end(db, st, rc, r);
+}

@@ -1,0 +1,259 @@
+/* sqlite_write.c: the SQLite back end's writes. Each public write becomes one part of a
+ * group commit (sqlite_commit): an apply function that runs the prepared statements
+ * inside the batch's transaction, and a publish function that hands the new ids back
+ * only once the batch is durable, so a failed write leaves its out-parameters alone. */
+#include "store/sqlite.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const sqlite_write_sql[WS_COUNT] = {
+    [WS_BEGIN] = "BEGIN IMMEDIATE",
+    [WS_COMMIT] = "COMMIT",
+    [WS_SAVEPOINT] = "SAVEPOINT part",
+    [WS_RELEASE] = "RELEASE part",
+    [WS_ROLLBACK_TO] = "ROLLBACK TO part",
+    [WS_JOB_INSERT] = "INSERT INTO jobs (name, team, project, spec_json, owner, submit_ms, "
+                      "priority, state, run, preemptions, start_ms, end_ms, exit_code, "
+                      "checkpoint, checkpoint_ms, placement_json) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    [WS_JOB_UPDATE] = "UPDATE jobs SET priority = ?, state = ?, run = ?, preemptions = ?, "
+                      "start_ms = ?, end_ms = ?, exit_code = ?, checkpoint = ?, "
+                      "checkpoint_ms = ?, placement_json = ? WHERE id = ?",
+    [WS_EVENT_INSERT] = "INSERT INTO events (job, t_ms, type, detail) VALUES (?, ?, ?, ?)",
+    [WS_USAGE_INSERT] = "INSERT INTO usage (job, team, project, pool, model, tier, "
+                        "gpu_equivalents, price_micro_usd, start_ms, end_ms) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    [WS_TEAM_SET] = "INSERT INTO teams (name, guaranteed_gpus, burst_gpus, weight) "
+                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE SET "
+                    "guaranteed_gpus = ?2, burst_gpus = ?3, weight = ?4",
+    [WS_TOKEN_INSERT] = "INSERT INTO tokens (hash, role, team, name, created_ms) "
+                        "VALUES (?, ?, ?, ?, ?)",
+    [WS_MIG_SET] = "INSERT INTO mig_layouts (node, gpu_index, layout_json) VALUES (?1, ?2, ?3) "
+                   "ON CONFLICT (node, gpu_index) DO UPDATE SET layout_json = ?3",
+};
+
+/* Bind a string, NULL as NULL; the caller's string outlives the statement's step. */
+static void bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+}
+
+/* The mutable fields as parameters from..from + 9, in the order both job statements list
+ * them; returns the next parameter's index. */
+static int bind_job_state(sqlite3_stmt *st, int from, const StoreJob *j)
+{
+    sqlite3_bind_int(st, from, j->priority);
+    sqlite3_bind_int(st, from + 1, j->state);
+    sqlite3_bind_int64(st, from + 2, j->run);
+    sqlite3_bind_int64(st, from + 3, j->preemptions);
+    sqlite3_bind_int64(st, from + 4, j->start_ms);
+    sqlite3_bind_int64(st, from + 5, j->end_ms);
+    sqlite3_bind_int(st, from + 6, j->exit_code);
+    bind_text(st, from + 7, j->checkpoint);
+    sqlite3_bind_int64(st, from + 8, j->checkpoint_ms);
+    bind_text(st, from + 9, j->placement_json);
+    return from + 10;
+}
+
+/* A StoreWrite on its way, and the ids of its inserts until they are published. */
+typedef struct WritePart {
+    StoreWrite *w;
+    int64_t *ids;
+    int64_t one_id; /* ids when there is one insert: the common submission allocates nothing */
+} WritePart;
+
+static int insert_job(SqliteStore *db, const StoreJob *j, int64_t *ret_id, Buf *err)
+{
+    sqlite3_stmt *st = db->ws[WS_JOB_INSERT];
+    bind_text(st, 1, j->name);
+    bind_text(st, 2, j->team);
+    bind_text(st, 3, j->project);
+    bind_text(st, 4, j->spec_json);
+    sqlite3_bind_int64(st, 5, j->owner);
+    sqlite3_bind_int64(st, 6, j->submit_ms);
+    bind_job_state(st, 7, j);
+    int r = sqlite_run(db, db->wdb, st, err);
+    if (r == 0)
+        *ret_id = sqlite3_last_insert_rowid(db->wdb);
+    return r;
+}
+
+static int update_job(SqliteStore *db, const StoreJob *j, Buf *err)
+{
+    sqlite3_stmt *st = db->ws[WS_JOB_UPDATE];
+    sqlite3_bind_int64(st, bind_job_state(st, 1, j), j->id);
+    int r = sqlite_run(db, db->wdb, st, err);
+    if (r == 0 && sqlite3_changes(db->wdb) == 0)
+        r = store_fail(err, -EINVAL, db->path, "no job %lld to update", (long long)j->id);
+    return r;
+}
+
+/* A job id as events and usage give it: -k is the k-th insert of the same write. */
+static int resolve_job(SqliteStore *db, const WritePart *p, int64_t job, int64_t *ret, Buf *err)
+{
+    if (job >= 0) {
+        *ret = job;
+        return 0;
+    }
+    if ((uint64_t) - (job + 1) >= p->w->n_inserts)
+        return store_fail(err, -EINVAL, db->path,
+                          "job %lld names insert %llu of a write that has %zu", (long long)job,
+                          (unsigned long long)-(job + 1) + 1, p->w->n_inserts);
+    *ret = p->ids[-(job + 1)];
+    return 0;
+}
+
+static int insert_event(SqliteStore *db, const WritePart *p, const StoreEvent *e, Buf *err)
+{
+    int64_t job = 0;
+    int r = resolve_job(db, p, e->job, &job, err);
+    if (r < 0)
+        return r;
+    sqlite3_stmt *st = db->ws[WS_EVENT_INSERT];
+    sqlite3_bind_int64(st, 1, job);
+    sqlite3_bind_int64(st, 2, e->t_ms);
+    bind_text(st, 3, e->type);
+    bind_text(st, 4, e->detail);
+    return sqlite_run(db, db->wdb, st, err);
+}
+
+static int insert_usage(SqliteStore *db, const WritePart *p, const StoreUsage *u, Buf *err)
+{
+    int64_t job = 0;
+    int r = resolve_job(db, p, u->job, &job, err);
+    if (r < 0)
+        return r;
+    sqlite3_stmt *st = db->ws[WS_USAGE_INSERT];
+    sqlite3_bind_int64(st, 1, job);
+    bind_text(st, 2, u->team);
+    bind_text(st, 3, u->project);
+    bind_text(st, 4, u->pool);
+    bind_text(st, 5, u->model);
+    bind_text(st, 6, u->tier);
+    sqlite3_bind_double(st, 7, u->gpu_equivalents);
+    sqlite3_bind_int64(st, 8, u->price_micro_usd);
+    sqlite3_bind_int64(st, 9, u->start_ms);
+    sqlite3_bind_int64(st, 10, u->end_ms);
+    return sqlite_run(db, db->wdb, st, err);
+}
+
+static int apply_write(SqliteStore *db, void *arg, Buf *err)
+{
+    WritePart *p = arg;
+    const StoreWrite *w = p->w;
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < w->n_inserts; i++)
+        r = insert_job(db, &w->inserts[i], &p->ids[i], err);
+    for (size_t i = 0; r == 0 && i < w->n_updates; i++)
+        r = update_job(db, w->updates[i], err);
+    for (size_t i = 0; r == 0 && i < w->n_events; i++)
+        r = insert_event(db, p, &w->events[i], err);
+    for (size_t i = 0; r == 0 && i < w->n_usage; i++)
+        r = insert_usage(db, p, &w->usage[i], err);
+    return r;
+}
+
+static void publish_write(void *arg)
+{
+    WritePart *p = arg;
+    for (size_t i = 0; i < p->w->n_inserts; i++)
+        p->w->inserts[i].id = p->ids[i];
+}
+
+int sqlite_write_store(Store *s, StoreWrite *w, Buf *err)
+{
+    if ((w->n_inserts && !w->inserts) || (w->n_updates && !w->updates) ||
+        (w->n_events && !w->events) || (w->n_usage && !w->usage))
+        return -EINVAL;
+    WritePart p = {.w = w, .ids = &p.one_id};
+    if (w->n_inserts > 1 && !(p.ids = calloc(w->n_inserts, sizeof(*p.ids))))
+        return -ENOMEM;
+    int r = sqlite_commit(sqlite_of(s), apply_write, publish_write, &p, err);
+    if (p.ids != &p.one_id)
+        free(p.ids);
+    return r;
+}
+
+typedef struct TeamPart {
+    const char *name;
+    double guaranteed_gpus, burst_gpus, weight;
+} TeamPart;
+
+static int apply_team(SqliteStore *db, void *arg, Buf *err)
+{
+    const TeamPart *t = arg;
+    sqlite3_stmt *st = db->ws[WS_TEAM_SET];
+    bind_text(st, 1, t->name);
+    sqlite3_bind_double(st, 2, t->guaranteed_gpus);
+    sqlite3_bind_double(st, 3, t->burst_gpus);
+    sqlite3_bind_double(st, 4, t->weight);
+    return sqlite_run(db, db->wdb, st, err);
+}
+
+int sqlite_write_team(Store *s, const char *name, double guaranteed_gpus, double burst_gpus,
+                      double weight)
+{
+    TeamPart t = {name, guaranteed_gpus, burst_gpus, weight};
+    return sqlite_commit(sqlite_of(s), apply_team, NULL, &t, NULL);
+}
+
+typedef struct TokenPart {
+    const uint8_t *hash;
+    const char *role, *team, *name;
+    int64_t created_ms;
+    int64_t id;
+    int64_t *ret_id;
+} TokenPart;
+
+static int apply_token(SqliteStore *db, void *arg, Buf *err)
+{
+    TokenPart *t = arg;
+    sqlite3_stmt *st = db->ws[WS_TOKEN_INSERT];
+    sqlite3_bind_blob(st, 1, t->hash, STORE_TOKEN_HASH_LEN, SQLITE_STATIC);
+    bind_text(st, 2, t->role);
+    bind_text(st, 3, t->team);
+    bind_text(st, 4, t->name);
+    sqlite3_bind_int64(st, 5, t->created_ms);
+    int r = sqlite_run(db, db->wdb, st, err);
+    if (r == 0)
+        t->id = sqlite3_last_insert_rowid(db->wdb);
+    return r;
+}
+
+static void publish_token(void *arg)
+{
+    TokenPart *t = arg;
+    if (t->ret_id)
+        *t->ret_id = t->id;
+}
+
+int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
+                       const char *team, const char *name, int64_t created_ms, int64_t *ret_id)
+{
+    TokenPart t = {hash, role, team, name, created_ms, 0, ret_id};
+    return sqlite_commit(sqlite_of(s), apply_token, publish_token, &t, NULL);
+}
+
+typedef struct MigPart {
+    const char *node;
+    unsigned index;
+    const char *layout_json;
+} MigPart;
+
+static int apply_mig(SqliteStore *db, void *arg, Buf *err)
+{
+    const MigPart *m = arg;
+    sqlite3_stmt *st = db->ws[WS_MIG_SET];
+    bind_text(st, 1, m->node);
+    sqlite3_bind_int64(st, 2, m->index);
+    bind_text(st, 3, m->layout_json);
+    return sqlite_run(db, db->wdb, st, err);
+}
+
+int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *layout_json)
+{
+    MigPart m = {node, index, layout_json};
+    return sqlite_commit(sqlite_of(s), apply_mig, NULL, &m, NULL);
+}

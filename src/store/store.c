@@ -1,0 +1,174 @@
+/* store.c: the store's front: which back end a URL names, and the public functions,
+ * each a call through the back end's StoreOps table (backend.h). Arguments every back end
+ * would check the same way are checked here once. */
+#include "store/backend.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int store_fail(Buf *err, int e, const char *label, const char *fmt, ...)
+{
+    if (!err)
+        return e;
+    va_list ap;
+    va_start(ap, fmt);
+    if (err->len)
+        buf_putc(err, '\n');
+    buf_printf(err, "store %s: ", label);
+    buf_vprintf(err, fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int store_open(const char *url, Store **ret, Buf *err)
+{
+    if (!url || !*url)
+        return store_fail(err, -EINVAL, "URL", "empty; use sqlite:PATH or a file name");
+    if (has_prefix(url, "postgres://") || has_prefix(url, "postgresql://"))
+        return store_fail(err, -ENOTSUP, url,
+                          "PostgreSQL support is not built yet; use sqlite:PATH");
+    const char *path = url;
+    if (has_prefix(url, "sqlite:")) {
+        path = url + strlen("sqlite:");
+        /* sqlite:///var/lib/x.db is the URL spelling of /var/lib/x.db */
+        if (strncmp(path, "///", 3) == 0)
+            path += 2;
+        else if (strncmp(path, "//", 2) == 0)
+            return store_fail(err, -EINVAL, url,
+                              "a host in a SQLite URL; use sqlite:PATH or sqlite:///ABSOLUTE/PATH");
+    } else {
+        const char *colon = strstr(url, "://");
+        if (colon)
+            return store_fail(err, -EINVAL, url,
+                              "unknown kind of store '%.*s'; use sqlite:PATH or postgres://...",
+                              (int)(colon - url), url);
+    }
+    if (!*path)
+        return store_fail(err, -EINVAL, url, "no file name; use sqlite:PATH");
+    if (strcmp(path, ":memory:") == 0 || has_prefix(path, "file:"))
+        return store_fail(err, -EINVAL, url,
+                          "the store must be a file name (it is opened twice, for writing and "
+                          "reading)");
+    return sqlite_open(path, ret, err);
+}
+
+void store_close(Store *s)
+{
+    if (s)
+        s->ops->close(s);
+}
+
+int store_schema_version(Store *s)
+{
+    return s->schema_version;
+}
+
+int store_ping(Store *s)
+{
+    return s->ops->ping(s);
+}
+
+void store_job_free(StoreJob *j)
+{
+    if (!j)
+        return;
+    free(j->name);
+    free(j->team);
+    free(j->project);
+    free(j->spec_json);
+    free(j->checkpoint);
+    free(j->placement_json);
+    j->name = j->team = j->project = j->spec_json = j->checkpoint = j->placement_json = NULL;
+}
+
+int store_write(Store *s, StoreWrite *w, Buf *err)
+{
+    if (!w)
+        return -EINVAL;
+    if (!w->n_inserts && !w->n_updates && !w->n_events && !w->n_usage)
+        return 0;
+    return s->ops->write(s, w, err);
+}
+
+int store_jobs_load(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg)
+{
+    return s->ops->jobs_load(s, fn, arg);
+}
+
+int store_events_for(Store *s, int64_t job,
+                     int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
+                     void *arg)
+{
+    return s->ops->events_for(s, job, fn, arg);
+}
+
+int store_usage_query(Store *s, int64_t from_ms, int64_t to_ms,
+                      int (*fn)(void *arg, const StoreUsage *u), void *arg)
+{
+    if (from_ms > to_ms)
+        return -EINVAL;
+    return s->ops->usage_query(s, from_ms, to_ms, fn, arg);
+}
+
+int store_team_set(Store *s, const char *name, double guaranteed_gpus, double burst_gpus,
+                   double weight)
+{
+    /* written as !(x >= 0) so that NaN is refused too */
+    if (!name || !*name || !(guaranteed_gpus >= 0) || !(burst_gpus >= 0) || !(weight >= 0) ||
+        guaranteed_gpus > 1e12 || burst_gpus > 1e12 || weight > 1e12)
+        return -EINVAL;
+    return s->ops->team_set(s, name, guaranteed_gpus, burst_gpus, weight);
+}
+
+int store_teams_load(Store *s,
+                     int (*fn)(void *arg, const char *name, double guaranteed_gpus,
+                               double burst_gpus, double weight),
+                     void *arg)
+{
+    return s->ops->teams_load(s, fn, arg);
+}
+
+int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
+                       const char *team, const char *name, int64_t created_ms, int64_t *ret_id)
+{
+    StoreToken t;
+    /* the fields must fit what store_token_find hands back */
+    if (!hash || !role || !*role || strlen(role) >= sizeof(t.role) ||
+        (team && strlen(team) >= sizeof(t.team)) || (name && strlen(name) >= sizeof(t.name)))
+        return -EINVAL;
+    return s->ops->token_insert(s, hash, role, team ? team : "", name ? name : "", created_ms,
+                                ret_id);
+}
+
+int store_token_find(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret)
+{
+    if (!hash)
+        return -EINVAL;
+    return s->ops->token_find(s, hash, ret);
+}
+
+int store_token_count(Store *s, int64_t *ret)
+{
+    return s->ops->token_count(s, ret);
+}
+
+int store_mig_set(Store *s, const char *node, unsigned index, const char *layout_json)
+{
+    if (!node || !*node || !layout_json)
+        return -EINVAL;
+    return s->ops->mig_set(s, node, index, layout_json);
+}
+
+int store_mig_load(Store *s,
+                   int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
+                   void *arg)
+{
+    return s->ops->mig_load(s, fn, arg);
+}

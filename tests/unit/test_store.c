@@ -1,0 +1,685 @@
+/* test_store.c: the SQLite store against real database files in a temporary directory:
+ * migration and reopening, job ids, what an update may change, events, usage clipped to
+ * a window, tokens, team overrides, MIG layouts, many threads writing at once through the
+ * group commit (and a failing write among them failing alone), a database from a newer
+ * gpuorch refused, and the URLs the store does not take. */
+#include "store/store.h"
+
+#include "util/buf.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+typedef struct Fixture {
+    char dir[64];
+    char path[128];
+    Store *s;
+} Fixture;
+
+static Store *open_ok(const char *url)
+{
+    Store *s = NULL;
+    Buf err = {0};
+    int r = store_open(url, &s, &err);
+    if (r)
+        print_message("%s\n", buf_str(&err));
+    assert_int_equal(r, 0);
+    assert_int_equal(err.len, 0);
+    buf_free(&err);
+    return s;
+}
+
+static int setup(void **state)
+{
+    Fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    snprintf(f->dir, sizeof(f->dir), "/tmp/gpuorch-store-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->path, sizeof(f->path), "%s/state.db", f->dir);
+    f->s = open_ok(f->path);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    Fixture *f = *state;
+    store_close(f->s);
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        char p[160];
+        snprintf(p, sizeof(p), "%s%s", f->path, suffix[i]);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static void reopen(Fixture *f)
+{
+    store_close(f->s);
+    f->s = open_ok(f->path);
+}
+
+static StoreJob job(const char *name, const char *team)
+{
+    return (StoreJob){
+        .name = (char *)name,
+        .team = (char *)team,
+        .spec_json = (char *)"{\"name\": \"x\"}",
+        .owner = 7,
+        .priority = 2,
+        .submit_ms = 1000,
+        .start_ms = -1,
+        .end_ms = -1,
+        .exit_code = -1,
+        .checkpoint_ms = -1,
+    };
+}
+
+static void write_ok(Store *s, StoreWrite *w)
+{
+    Buf err = {0};
+    int r = store_write(s, w, &err);
+    if (r)
+        print_message("%s\n", buf_str(&err));
+    assert_int_equal(r, 0);
+    buf_free(&err);
+}
+
+/* Jobs as loaded, in order. */
+typedef struct Jobs {
+    StoreJob j[1024];
+    size_t n;
+} Jobs;
+
+static int keep_job(void *arg, StoreJob *j)
+{
+    Jobs *l = arg;
+    if (l->n == 1024) {
+        store_job_free(j);
+        return -ENOSPC;
+    }
+    l->j[l->n++] = *j;
+    return 0;
+}
+
+static void jobs_free(Jobs *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        store_job_free(&l->j[i]);
+    l->n = 0;
+}
+
+static void test_open_reopen(void **state)
+{
+    Fixture *f = *state;
+    int v = store_schema_version(f->s);
+    assert_true(v >= 1);
+    assert_int_equal(store_ping(f->s), 0);
+    StoreJob a = job("a", "search");
+    write_ok(f->s, &(StoreWrite){.inserts = &a, .n_inserts = 1});
+    reopen(f);
+    assert_int_equal(store_schema_version(f->s), v);
+    Jobs l = {0};
+    assert_int_equal(store_jobs_load(f->s, keep_job, &l), 0);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.j[0].id, a.id);
+    assert_string_equal(l.j[0].name, "a");
+    jobs_free(&l);
+
+    /* WAL is a property of the file; the file is the owner's alone */
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    struct stat sb;
+    assert_int_equal(stat(f->path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+
+    /* the URL forms name the same file */
+    char url[200];
+    store_close(f->s);
+    snprintf(url, sizeof(url), "sqlite:%s", f->path);
+    f->s = open_ok(url);
+    assert_int_equal(store_jobs_load(f->s, keep_job, &l), 0);
+    assert_int_equal(l.n, 1);
+    jobs_free(&l);
+    store_close(f->s);
+    snprintf(url, sizeof(url), "sqlite://%s", f->path);
+    f->s = open_ok(url);
+    assert_int_equal(store_jobs_load(f->s, keep_job, &l), 0);
+    assert_int_equal(l.n, 1);
+    jobs_free(&l);
+}
+
+static void test_insert_ids(void **state)
+{
+    Fixture *f = *state;
+    StoreJob three[3] = {job("a", "search"), job("b", NULL), job("c", "vision")};
+    three[1].project = (char *)"ranking";
+    three[2].checkpoint = (char *)"/ckpt/c-1";
+    three[2].placement_json = (char *)"[{\"node\": \"n0\"}]";
+    three[2].state = 3;
+    three[2].run = 2;
+    three[2].preemptions = 1;
+    three[2].start_ms = 5000;
+    three[2].checkpoint_ms = 6000;
+    write_ok(f->s, &(StoreWrite){.inserts = three, .n_inserts = 3});
+    assert_true(three[0].id >= 1);
+    assert_int_equal(three[1].id, three[0].id + 1);
+    assert_int_equal(three[2].id, three[1].id + 1);
+    StoreJob d = job("d", "search");
+    write_ok(f->s, &(StoreWrite){.inserts = &d, .n_inserts = 1});
+    assert_int_equal(d.id, three[2].id + 1);
+
+    Jobs l = {0};
+    assert_int_equal(store_jobs_load(f->s, keep_job, &l), 0);
+    assert_int_equal(l.n, 4);
+    for (size_t i = 0; i < 3; i++) {
+        const StoreJob *a = &three[i], *b = &l.j[i];
+        assert_int_equal(b->id, a->id);
+        assert_string_equal(b->name, a->name);
+        if (a->team)
+            assert_string_equal(b->team, a->team);
+        else
+            assert_null(b->team);
+        assert_string_equal(b->spec_json, a->spec_json);
+        assert_int_equal(b->owner, 7);
+        assert_int_equal(b->priority, 2);
+        assert_int_equal(b->state, a->state);
+        assert_int_equal(b->run, a->run);
+        assert_int_equal(b->preemptions, a->preemptions);
+        assert_int_equal(b->submit_ms, 1000);
+        assert_int_equal(b->start_ms, a->start_ms);
+        assert_int_equal(b->end_ms, -1);
+        assert_int_equal(b->exit_code, -1);
+        assert_int_equal(b->checkpoint_ms, a->checkpoint_ms);
+    }
+    assert_string_equal(l.j[1].project, "ranking");
+    assert_null(l.j[0].project);
+    assert_null(l.j[0].checkpoint);
+    assert_string_equal(l.j[2].checkpoint, "/ckpt/c-1");
+    assert_string_equal(l.j[2].placement_json, "[{\"node\": \"n0\"}]");
+    assert_int_equal(l.j[3].id, d.id);
+    jobs_free(&l);
+}
+
+static int stop_at_second(void *arg, StoreJob *j)
+{
+    int *seen = arg;
+    store_job_free(j);
+    return ++*seen == 2 ? 42 : 0;
+}
+
+static void test_load_stops(void **state)
+{
+    Fixture *f = *state;
+    StoreJob three[3] = {job("a", NULL), job("b", NULL), job("c", NULL)};
+    write_ok(f->s, &(StoreWrite){.inserts = three, .n_inserts = 3});
+    int seen = 0;
+    assert_int_equal(store_jobs_load(f->s, stop_at_second, &seen), 42);
+    assert_int_equal(seen, 2);
+}
+
+static void test_update(void **state)
+{
+    Fixture *f = *state;
+    StoreJob a = job("a", "search");
+    a.project = (char *)"ranking";
+    write_ok(f->s, &(StoreWrite){.inserts = &a, .n_inserts = 1});
+    /* every field changed: only the mutable ones may land */
+    StoreJob u = {
+        .id = a.id,
+        .name = (char *)"renamed",
+        .team = (char *)"other",
+        .project = NULL,
+        .spec_json = (char *)"{}",
+        .owner = 99,
+        .priority = 0,
+        .state = 4,
+        .run = 3,
+        .preemptions = 2,
+        .submit_ms = 1,
+        .start_ms = 7000,
+        .end_ms = 9000,
+        .exit_code = 137,
+        .checkpoint = (char *)"/ckpt/a-3",
+        .checkpoint_ms = 8000,
+        .placement_json = (char *)"[]",
+    };
+    const StoreJob *up = &u;
+    write_ok(f->s, &(StoreWrite){.updates = &up, .n_updates = 1});
+    Jobs l = {0};
+    assert_int_equal(store_jobs_load(f->s, keep_job, &l), 0);
+    assert_int_equal(l.n, 1);
+    const StoreJob *b = &l.j[0];
+    assert_string_equal(b->name, "a");
+    assert_string_equal(b->team, "search");
+    assert_string_equal(b->project, "ranking");
+    assert_string_equal(b->spec_json, a.spec_json);
+    assert_int_equal(b->owner, 7);
+    assert_int_equal(b->submit_ms, 1000);
+    assert_int_equal(b->priority, 0);
+    assert_int_equal(b->state, 4);
+    assert_int_equal(b->run, 3);
+    assert_int_equal(b->preemptions, 2);
+    assert_int_equal(b->start_ms, 7000);
+    assert_int_equal(b->end_ms, 9000);
+    assert_int_equal(b->exit_code, 137);
+    assert_string_equal(b->checkpoint, "/ckpt/a-3");
+    assert_int_equal(b->checkpoint_ms, 8000);
+    assert_string_equal(b->placement_json, "[]");
+    jobs_free(&l);
+
+    /* back to no checkpoint and no placement */
+    u.checkpoint = u.placement_json = NULL;
+    write_ok(f->s, &(StoreWrite){.updates = &up, .n_updates = 1});
+    assert_int_equal(store_jobs_load(f->s, keep_job, &l), 0);
+    assert_null(l.j[0].checkpoint);
+    assert_null(l.j[0].placement_json);
+    jobs_free(&l);
+
+    /* a job that is not there */
+    u.id = a.id + 100;
+    Buf err = {0};
+    assert_int_equal(store_write(f->s, &(StoreWrite){.updates = &up, .n_updates = 1}, &err),
+                     -EINVAL);
+    assert_non_null(strstr(buf_str(&err), "no job"));
+    assert_non_null(strstr(buf_str(&err), f->path));
+    buf_free(&err);
+}
+
+typedef struct Seen {
+    char text[2048];
+    int n;
+} Seen;
+
+static int see_event(void *arg, int64_t t_ms, const char *type, const char *detail)
+{
+    Seen *s = arg;
+    size_t len = strlen(s->text);
+    snprintf(s->text + len, sizeof(s->text) - len, "%lld %s %s; ", (long long)t_ms, type,
+             detail ? detail : "-");
+    s->n++;
+    return 0;
+}
+
+static int see_usage(void *arg, const StoreUsage *u)
+{
+    Seen *s = arg;
+    size_t len = strlen(s->text);
+    snprintf(s->text + len, sizeof(s->text) - len, "%lld %s %s %s %s %s %.3f %lld [%lld,%lld); ",
+             (long long)u->job, u->team ? u->team : "-", u->project ? u->project : "-",
+             u->pool ? u->pool : "-", u->model ? u->model : "-", u->tier ? u->tier : "-",
+             u->gpu_equivalents, (long long)u->price_micro_usd, (long long)u->start_ms,
+             (long long)u->end_ms);
+    s->n++;
+    return 0;
+}
+
+static void test_events_and_usage(void **state)
+{
+    Fixture *f = *state;
+    /* a job and its events in one write: -1 is the write's first insert */
+    StoreJob two[2] = {job("a", "search"), job("b", "vision")};
+    StoreEvent ev[] = {
+        {.job = -1, .t_ms = 30, .type = "start", .detail = "on n0"},
+        {.job = -1, .t_ms = 10, .type = "submit"},
+        {.job = -2, .t_ms = 20, .type = "submit", .detail = "b's"},
+    };
+    write_ok(f->s, &(StoreWrite){.inserts = two, .n_inserts = 2, .events = ev, .n_events = 3});
+    StoreEvent more = {.job = two[0].id, .t_ms = 20, .type = "checkpoint", .detail = "/ckpt/1"};
+    write_ok(f->s, &(StoreWrite){.events = &more, .n_events = 1});
+    Seen s = {0};
+    assert_int_equal(store_events_for(f->s, two[0].id, see_event, &s), 0);
+    assert_string_equal(s.text, "10 submit -; 20 checkpoint /ckpt/1; 30 start on n0; ");
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(store_events_for(f->s, two[1].id, see_event, &s), 0);
+    assert_string_equal(s.text, "20 submit b's; ");
+
+    /* an event for no job, and -3 in a write of two inserts, are refused */
+    Buf err = {0};
+    StoreEvent bad = {.job = two[1].id + 50, .t_ms = 1, .type = "start"};
+    assert_int_equal(store_write(f->s, &(StoreWrite){.events = &bad, .n_events = 1}, &err),
+                     -EINVAL);
+    assert_non_null(strstr(buf_str(&err), "FOREIGN KEY"));
+    buf_reset(&err);
+    StoreJob c[2] = {job("c", NULL), job("d", NULL)};
+    bad.job = -3;
+    assert_int_equal(
+        store_write(
+            f->s, &(StoreWrite){.inserts = c, .n_inserts = 2, .events = &bad, .n_events = 1}, &err),
+        -EINVAL);
+    assert_int_equal(c[0].id, 0); /* not written on failure */
+    buf_free(&err);
+    Jobs l = {0}; /* and the write's inserts were rolled back with it */
+    assert_int_equal(store_jobs_load(f->s, keep_job, &l), 0);
+    assert_int_equal(l.n, 2);
+    jobs_free(&l);
+
+    /* usage: [0,10) [5,15) [20,30), and an empty one at 10 that overlaps nothing */
+    StoreUsage u[] = {
+        {.job = two[0].id,
+         .team = "search",
+         .project = "ranking",
+         .pool = "a100",
+         .model = "A100-80GB",
+         .tier = "owned",
+         .gpu_equivalents = 1.0 / 7,
+         .price_micro_usd = 0,
+         .start_ms = 0,
+         .end_ms = 10},
+        {.job = two[1].id,
+         .team = "vision",
+         .pool = "h100",
+         .model = "H100-80GB-SXM5",
+         .tier = "spot",
+         .gpu_equivalents = 8,
+         .price_micro_usd = 2500000,
+         .start_ms = 5,
+         .end_ms = 15},
+        {.job = -1, .gpu_equivalents = 0.25, .start_ms = 20, .end_ms = 30},
+        {.job = two[0].id, .gpu_equivalents = 1, .start_ms = 10, .end_ms = 10},
+    };
+    StoreJob e = job("e", NULL);
+    write_ok(f->s, &(StoreWrite){.inserts = &e, .n_inserts = 1, .usage = u, .n_usage = 4});
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(store_usage_query(f->s, 8, 21, see_usage, &s), 0);
+    char want[512];
+    snprintf(want, sizeof(want),
+             "%lld search ranking a100 A100-80GB owned 0.143 0 [8,10); "
+             "%lld vision - h100 H100-80GB-SXM5 spot 8.000 2500000 [8,15); "
+             "%lld - - - - - 0.250 0 [20,21); ",
+             (long long)two[0].id, (long long)two[1].id, (long long)e.id);
+    assert_string_equal(s.text, want);
+    /* ends and starts are open and closed as the window is */
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(store_usage_query(f->s, 10, 20, see_usage, &s), 0);
+    assert_int_equal(s.n, 1);
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(store_usage_query(f->s, 30, 100, see_usage, &s), 0);
+    assert_int_equal(s.n, 0);
+    assert_int_equal(store_usage_query(f->s, 100, 30, see_usage, &s), -EINVAL);
+}
+
+static void hash_of(uint8_t h[STORE_TOKEN_HASH_LEN], int seed)
+{
+    for (int i = 0; i < STORE_TOKEN_HASH_LEN; i++)
+        h[i] = (uint8_t)(seed * 31 + i);
+}
+
+static void test_tokens(void **state)
+{
+    Fixture *f = *state;
+    int64_t n = -1, id1 = 0, id2 = 0;
+    assert_int_equal(store_token_count(f->s, &n), 0);
+    assert_int_equal(n, 0);
+    uint8_t h1[STORE_TOKEN_HASH_LEN], h2[STORE_TOKEN_HASH_LEN], h3[STORE_TOKEN_HASH_LEN];
+    hash_of(h1, 1);
+    hash_of(h2, 2);
+    hash_of(h3, 3);
+    assert_int_equal(store_token_insert(f->s, h1, "admin", NULL, "admin.token", 5, &id1), 0);
+    assert_int_equal(store_token_insert(f->s, h2, "member", "search", "ci", 6, &id2), 0);
+    assert_true(id1 >= 1);
+    assert_int_equal(id2, id1 + 1);
+    assert_int_equal(store_token_count(f->s, &n), 0);
+    assert_int_equal(n, 2);
+
+    StoreToken t;
+    assert_int_equal(store_token_find(f->s, h2, &t), 1);
+    assert_int_equal(t.id, id2);
+    assert_string_equal(t.role, "member");
+    assert_string_equal(t.team, "search");
+    assert_string_equal(t.name, "ci");
+    assert_int_equal(store_token_find(f->s, h1, &t), 1);
+    assert_int_equal(t.id, id1);
+    assert_string_equal(t.team, "");
+    memset(&t, 0x5a, sizeof(t));
+    assert_int_equal(store_token_find(f->s, h3, &t), 0);
+    assert_int_equal(t.id, 0x5a5a5a5a5a5a5a5a); /* untouched */
+
+    /* the same hash twice is refused; the id is left alone */
+    int64_t id3 = -5;
+    assert_int_equal(store_token_insert(f->s, h2, "viewer", NULL, "again", 7, &id3), -EEXIST);
+    assert_int_equal(id3, -5);
+    /* fields too long for StoreToken */
+    char longname[80];
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    assert_int_equal(store_token_insert(f->s, h3, "member", "search", longname, 7, &id3), -EINVAL);
+    assert_int_equal(store_token_count(f->s, &n), 0);
+    assert_int_equal(n, 2);
+    reopen(f);
+    assert_int_equal(store_token_find(f->s, h2, &t), 1);
+    assert_int_equal(t.id, id2);
+}
+
+static int see_team(void *arg, const char *name, double g, double b, double w)
+{
+    Seen *s = arg;
+    size_t len = strlen(s->text);
+    snprintf(s->text + len, sizeof(s->text) - len, "%s %g %g %g; ", name, g, b, w);
+    s->n++;
+    return 0;
+}
+
+static void test_teams(void **state)
+{
+    Fixture *f = *state;
+    assert_int_equal(store_team_set(f->s, "search", 8, 16, 2), 0);
+    assert_int_equal(store_team_set(f->s, "research", 4, 4, 1), 0);
+    assert_int_equal(store_team_set(f->s, "search", 10, 20, 1.5), 0);
+    assert_int_equal(store_team_set(f->s, "bad", -1, 0, 1), -EINVAL);
+    assert_int_equal(store_team_set(f->s, "", 1, 1, 1), -EINVAL);
+    reopen(f);
+    Seen s = {0};
+    assert_int_equal(store_teams_load(f->s, see_team, &s), 0);
+    assert_string_equal(s.text, "research 4 4 1; search 10 20 1.5; ");
+}
+
+static int see_mig(void *arg, const char *node, unsigned index, const char *layout)
+{
+    Seen *s = arg;
+    size_t len = strlen(s->text);
+    snprintf(s->text + len, sizeof(s->text) - len, "%s/%u %s; ", node, index, layout);
+    s->n++;
+    return 0;
+}
+
+static void test_mig(void **state)
+{
+    Fixture *f = *state;
+    assert_int_equal(store_mig_set(f->s, "n1", 0, "[]"), 0);
+    assert_int_equal(store_mig_set(f->s, "n0", 1, "[{\"profile\": \"7g.80gb\", \"start\": 0}]"), 0);
+    assert_int_equal(store_mig_set(f->s, "n0", 0, "[{\"profile\": \"1g.10gb\", \"start\": 0}]"), 0);
+    assert_int_equal(store_mig_set(f->s, "n0", 0, "[{\"profile\": \"3g.40gb\", \"start\": 4}]"), 0);
+    reopen(f);
+    Seen s = {0};
+    assert_int_equal(store_mig_load(f->s, see_mig, &s), 0);
+    assert_string_equal(s.text, "n0/0 [{\"profile\": \"3g.40gb\", \"start\": 4}]; "
+                                "n0/1 [{\"profile\": \"7g.80gb\", \"start\": 0}]; "
+                                "n1/0 []; ");
+}
+
+#define THREADS     4
+#define PER_THREAD  200
+#define BAD_THREADS 1
+
+typedef struct Writer {
+    Store *s;
+    int k;
+    bool bad; /* every write breaks a constraint */
+    int64_t ids[PER_THREAD];
+    int ok, failed;
+    pthread_barrier_t *go;
+} Writer;
+
+static void *writer(void *arg)
+{
+    Writer *w = arg;
+    pthread_barrier_wait(w->go);
+    for (int i = 0; i < PER_THREAD; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "t%d-%d", w->k, i);
+        StoreJob j = job(name, "search");
+        StoreEvent e = {.job = -1, .t_ms = i, .type = "submit"};
+        /* the bad writer's event names a job that does not exist */
+        StoreEvent bad = {.job = INT64_C(1) << 40, .t_ms = i, .type = "submit"};
+        StoreWrite sw = {
+            .inserts = &j, .n_inserts = 1, .events = w->bad ? &bad : &e, .n_events = 1};
+        Buf err = {0};
+        int r = store_write(w->s, &sw, &err);
+        if (r == 0) {
+            w->ids[w->ok++] = j.id;
+        } else {
+            w->failed++;
+            if (!w->bad || r != -EINVAL || !strstr(buf_str(&err), "FOREIGN KEY"))
+                print_message("writer %d: %d %s\n", w->k, r, buf_str(&err));
+        }
+        buf_free(&err);
+    }
+    return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int count_event(void *arg, int64_t t_ms, const char *type, const char *detail)
+{
+    ++*(int *)arg;
+    return 0;
+}
+
+/* Writers at once, good ones and one whose every write fails: each good write lands with
+ * its own id and its event, each bad one fails alone and leaves nothing. */
+static void test_threads(void **state)
+{
+    Fixture *f = *state;
+    Writer w[THREADS + BAD_THREADS];
+    pthread_t t[THREADS + BAD_THREADS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, THREADS + BAD_THREADS);
+    for (int k = 0; k < THREADS + BAD_THREADS; k++) {
+        w[k] = (Writer){.s = f->s, .k = k, .bad = k >= THREADS, .go = &go};
+        assert_int_equal(pthread_create(&t[k], NULL, writer, &w[k]), 0);
+    }
+    for (int k = 0; k < THREADS + BAD_THREADS; k++)
+        pthread_join(t[k], NULL);
+    pthread_barrier_destroy(&go);
+
+    int64_t all[THREADS * PER_THREAD];
+    size_t n = 0;
+    for (int k = 0; k < THREADS; k++) {
+        assert_int_equal(w[k].ok, PER_THREAD);
+        memcpy(all + n, w[k].ids, sizeof(w[k].ids));
+        n += PER_THREAD;
+    }
+    assert_int_equal(w[THREADS].ok, 0);
+    assert_int_equal(w[THREADS].failed, PER_THREAD);
+    qsort(all, n, sizeof(all[0]), cmp_i64);
+    for (size_t i = 1; i < n; i++)
+        assert_true(all[i] > all[i - 1]);
+
+    reopen(f);
+    Jobs *l = calloc(1, sizeof(*l));
+    assert_non_null(l);
+    assert_int_equal(store_jobs_load(f->s, keep_job, l), 0);
+    assert_int_equal(l->n, THREADS * PER_THREAD);
+    for (size_t i = 0; i < l->n; i++) {
+        assert_int_equal(l->j[i].id, all[i]);
+        assert_true(l->j[i].name[1] - '0' < THREADS);
+    }
+    int events = 0;
+    assert_int_equal(store_events_for(f->s, all[0], count_event, &events), 0);
+    assert_int_equal(store_events_for(f->s, all[n - 1], count_event, &events), 0);
+    assert_int_equal(events, 2);
+    jobs_free(l);
+    free(l);
+}
+
+static void test_newer_schema(void **state)
+{
+    Fixture *f = *state;
+    store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "INSERT INTO schema_version VALUES (999, 0)", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    Buf err = {0};
+    Store *s = NULL;
+    assert_int_equal(store_open(f->path, &s, &err), -ENOTSUP);
+    assert_null(s);
+    assert_non_null(strstr(buf_str(&err), "schema version 999"));
+    assert_non_null(strstr(buf_str(&err), f->path));
+    buf_free(&err);
+}
+
+static void open_fails(const char *url, int e, const char *msg)
+{
+    Buf err = {0};
+    Store *s = NULL;
+    assert_int_equal(store_open(url, &s, &err), e);
+    assert_null(s);
+    if (!strstr(buf_str(&err), msg))
+        fail_msg("%s: '%s' lacks '%s'", url, buf_str(&err), msg);
+    buf_free(&err);
+}
+
+static void test_bad_urls(void **state)
+{
+    Fixture *f = *state;
+    open_fails("postgres://db.example/gpuorch", -ENOTSUP,
+               "PostgreSQL support is not built yet; use sqlite:PATH");
+    open_fails("postgresql://u@h/d", -ENOTSUP, "PostgreSQL");
+    open_fails("", -EINVAL, "sqlite:PATH");
+    open_fails("sqlite:", -EINVAL, "no file name");
+    open_fails("mysql://h/d", -EINVAL, "unknown kind of store 'mysql'");
+    open_fails(":memory:", -EINVAL, "must be a file");
+    char url[200];
+    snprintf(url, sizeof(url), "%s/no/such/dir/x.db", f->dir);
+    open_fails(url, -ENOENT, "does not exist");
+    snprintf(url, sizeof(url), "%s/x.db", f->path); /* a file as the directory */
+    open_fails(url, -ENOENT, "not a directory");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_insert_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_stops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events_and_usage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_teams, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mig, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_urls, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
