@@ -13,8 +13,9 @@
  *
  * Errors: a negative errno (-EINVAL bad URL or arguments, a constraint the write broke
  * (an unknown job), -EEXIST a unique key already taken (a token's hash), -ENOENT the
- * database's directory is missing, -ENOTSUP a back end this build lacks, -EIO the
- * database failed, -ENOMEM) with the reason appended to err when given. */
+ * database's directory is missing, -ENOTSUP a back end this build lacks or a database
+ * written by a newer gpuorch, -EIO the database failed, -ENOMEM) with the reason
+ * appended to err when given. */
 #pragma once
 
 #include "util/buf.h"
