@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -573,12 +574,47 @@ static int count_event(void *arg, int64_t t_ms, const char *type, const char *de
 
 /* Writers at once, good ones and one whose every write fails: each good write lands with
  * its own id and its event, each bad one fails alone and leaves nothing. */
+static int count_job(void *arg, StoreJob *j)
+{
+    ++*(long *)arg;
+    store_job_free(j);
+    return 0;
+}
+
+/* Reads while the writers write: each sees a whole commit, so the count never drops. */
+typedef struct Reader {
+    Store *s;
+    atomic_bool *stop;
+    int reads, errors, drops;
+} Reader;
+
+static void *reader(void *arg)
+{
+    Reader *r = arg;
+    long last = 0;
+    while (!*r->stop) {
+        long n = 0;
+        int64_t tokens;
+        if (store_jobs_load(r->s, count_job, &n) < 0 || store_token_count(r->s, &tokens) < 0 ||
+            store_ping(r->s) < 0)
+            r->errors++;
+        if (n < last)
+            r->drops++;
+        last = n;
+        r->reads++;
+    }
+    return NULL;
+}
+
 static void test_threads(void **state)
 {
     Fixture *f = *state;
     Writer w[THREADS + BAD_THREADS];
-    pthread_t t[THREADS + BAD_THREADS];
+    pthread_t t[THREADS + BAD_THREADS], rt;
     pthread_barrier_t go;
+    atomic_bool stop = false;
+    Reader rd = {.s = f->s, .stop = &stop};
+    assert_int_equal(pthread_create(&rt, NULL, reader, &rd), 0);
     pthread_barrier_init(&go, NULL, THREADS + BAD_THREADS);
     for (int k = 0; k < THREADS + BAD_THREADS; k++) {
         w[k] = (Writer){.s = f->s, .k = k, .bad = k >= THREADS, .go = &go};
@@ -586,7 +622,12 @@ static void test_threads(void **state)
     }
     for (int k = 0; k < THREADS + BAD_THREADS; k++)
         pthread_join(t[k], NULL);
+    stop = true;
+    pthread_join(rt, NULL);
     pthread_barrier_destroy(&go);
+    assert_true(rd.reads > 0);
+    assert_int_equal(rd.errors, 0);
+    assert_int_equal(rd.drops, 0);
 
     int64_t all[THREADS * PER_THREAD];
     size_t n = 0;
@@ -664,6 +705,15 @@ static void test_bad_urls(void **state)
     open_fails(url, -ENOENT, "does not exist");
     snprintf(url, sizeof(url), "%s/x.db", f->path); /* a file as the directory */
     open_fails(url, -ENOENT, "not a directory");
+    /* a file that is not a database */
+    snprintf(url, sizeof(url), "%s/junk.db", f->dir);
+    FILE *fp = fopen(url, "w");
+    assert_non_null(fp);
+    for (int i = 0; i < 100; i++)
+        fputs("not a database at all\n", fp);
+    fclose(fp);
+    open_fails(url, -EIO, "not a database");
+    unlink(url);
 }
 
 int main(void)
