@@ -246,9 +246,8 @@ static int load_job(void *arg, StoreJob *sjob)
         } else {
             r = restore_allocation(s, j, &why);
             if (r == 0 && j->st.state == JOB_STOPPING) {
+                /* why it was stopping comes from its events, once the walk is over */
                 j->stop_mode = STOP_PREEMPT;
-                store_events_for(s->store, j->st.id, last_event, &j->stop_mode);
-                j->requeue = j->stop_mode == STOP_PREEMPT;
                 j->sj.stopping = true;
                 j->stop_ms = server_now_ms();
             }
@@ -391,6 +390,13 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     if (r < 0) {
         buf_printf(err, "cannot load the jobs of %s", o->db_url);
         goto fail;
+    }
+    for (size_t i = 0; i < s->n_holding; i++) {
+        ServerJob *j = s->holding[i];
+        if (j->st.state == JOB_STOPPING) {
+            store_events_for(s->store, j->st.id, last_event, &j->stop_mode);
+            j->requeue = j->stop_mode == STOP_PREEMPT;
+        }
     }
     if ((r = build_mix(s)) < 0 ||
         (r = place_ctx_init(&s->ctx, s->c, policy_find("gpuorch"), &s->rng, NULL,

@@ -1,0 +1,99 @@
+# sys.sh: helpers for the black-box tests of the running system, sourced after lib.sh:
+# a server on a free loopback port with its database under $T, agents with simulated
+# GPUs, API calls with curl, and waiting for a job to reach a state. Everything started
+# here (and every worker whose command names $T) is killed on exit.
+
+PIDS=""
+sys_cleanup() {
+    for p in $PIDS; do kill -KILL "$p" 2>/dev/null || true; done
+    pkill -KILL -f "$T/" 2>/dev/null || true
+    if [ -n "${KEEP_LOGS:-}" ]; then
+        for f in "$T"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
+    fi
+    rm -rf "$T"
+}
+trap sys_cleanup EXIT INT TERM
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_server [EXTRA ARGS]: start (or restart, on the same database and port) the server.
+start_server() {
+    [ -n "${PORT:-}" ] || PORT=$(free_port)
+    URL=http://127.0.0.1:$PORT
+    mkdir -p "$T/var"
+    "$GPUORCH" server --config "${CLUSTER:-examples/cluster-demo.yaml}" --db "sqlite:$T/var/gpuorch.db" \
+        --listen "127.0.0.1:$PORT" --heartbeat-ms 200 --lost-after-ms 3000 --min-runtime-s 0 "$@" \
+        >>"$T/server.out" 2>>"$T/server.log" &
+    SERVER_PID=$!
+    PIDS="$PIDS $SERVER_PID"
+    i=0
+    until curl -fsS "$URL/healthz" >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -lt 150 ] || { tail -5 "$T/server.log" >&2; fail "the server did not come up on $URL"; }
+        sleep 0.1
+    done
+    ADMIN=$(cat "$T/var/admin.token")
+    export GPUORCH_SERVER="$URL" GPUORCH_TOKEN="$ADMIN"
+}
+
+# start_agent NODE GPUS: an agent for NODE with simulated GPUs (sim:MODEL:COUNT).
+start_agent() {
+    if [ -z "${AGENT_TOKEN:-}" ]; then
+        AGENT_TOKEN=$("$GPUORCH" token create --role agent --name test) || fail "token create"
+    fi
+    GPUORCH_SIM_MIG_DELAY_MS=0 "$GPUORCH" agent --server "$URL" --token "$AGENT_TOKEN" --node "$1" \
+        --gpus "$2" --address 127.0.0.1 --state-dir "$T/agent-$1" 2>>"$T/agent-$1.log" &
+    pid=$!
+    PIDS="$PIDS $pid"
+    eval "AGENT_$(echo "$1" | tr -c 'a-zA-Z0-9\n' _)=$pid"
+}
+
+# api METHOD PATH [BODY]: the reply body in $T/out, the status in $STATUS.
+api() {
+    if [ $# -ge 3 ]; then
+        STATUS=$(curl -sS -o "$T/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer ${TOKEN:-$ADMIN}" \
+            -H 'Content-Type: application/json' --data-binary "$3" "$URL$2")
+    else
+        STATUS=$(curl -sS -o "$T/out" -w '%{http_code}' -X "$1" -H "Authorization: Bearer ${TOKEN:-$ADMIN}" "$URL$2")
+    fi
+}
+
+# submit JSON: submit one job as admin; its id in $ID.
+submit() {
+    api POST /api/v1/jobs "$1"
+    [ "$STATUS" = 201 ] || fail "submit answered $STATUS: $(cat "$T/out")"
+    ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/out")
+}
+
+# field ID EXPR: a Python expression over the job d (GET /jobs/ID), printed.
+field() {
+    api GET "/api/v1/jobs/$1"
+    python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$T/out" "$2"
+}
+
+# wait_for ID EXPR [SECONDS]: until the Python expression over the job d holds.
+wait_for() {
+    limit=$(( ${3:-30} * 10 ))
+    i=0
+    while :; do
+        api GET "/api/v1/jobs/$1"
+        if [ "$STATUS" = 200 ] && python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$T/out" "$2" 2>/dev/null; then
+            return 0
+        fi
+        i=$((i + 1))
+        [ $i -lt "$limit" ] || fail "job $1: '$2' did not come true in ${3:-30} s (last: $(head -c 600 "$T/out"))"
+        sleep 0.1
+    done
+}
+
+# wait_nodes N: until N nodes are ready.
+wait_nodes() {
+    i=0
+    until api GET /api/v1/nodes && python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); sys.exit(0 if sum(n["state"] == "ready" for n in d["nodes"]) >= int(sys.argv[2]) else 1)' "$T/out" "$1" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 200 ] || fail "$1 nodes did not become ready"
+        sleep 0.1
+    done
+}
