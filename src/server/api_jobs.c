@@ -171,6 +171,7 @@ void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
     }
     JobList jobs = {0};
     Buf err = {0};
+    int64_t *ids = NULL;
     int r = is_csv(rq->content_type)
                 ? spec_parse_jobs_csv(rq->body, rq->body_len, "request", &jobs, &err)
                 : spec_parse_jobs_yaml(rq->body, rq->body_len, "request", &jobs, &err);
@@ -188,7 +189,7 @@ void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
     size_t n = jobs.n;
     bool list =
         n > 1 || (!is_csv(rq->content_type) && body_is_list(rq->body, rq->body + rq->body_len));
-    _cleanup_free_ int64_t *ids = calloc(n, sizeof(*ids));
+    ids = calloc(n, sizeof(*ids));
     if (!ids) {
         http_reply_error(rp, 500, "out of memory");
         goto out;
@@ -221,6 +222,7 @@ void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
         http_reply_json(rp, status, one);
     }
 out:
+    free(ids);
     job_list_free(&jobs);
     buf_free(&err);
 }
@@ -326,7 +328,8 @@ void api_jobs_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
         e[n++] = (ListEntry){.j = j, .pos = pos ? pos - 1 : UINT32_MAX};
     }
     if (r == 0) {
-        qsort(e, n, sizeof(*e), entry_cmp);
+        if (n)
+            qsort(e, n, sizeof(*e), entry_cmp);
         for (size_t i = 0; i < n && (int64_t)i < limit; i++)
             json_array_append_new(arr, api_job_json(s, e[i].j, false));
     }

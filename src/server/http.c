@@ -470,12 +470,12 @@ int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err)
     unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (v6)
         flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET,
-                            (MHD_socket)fd, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+                            on_mhd_log, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_LIMIT,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (!h->d) {
         close(fd);
         auth_cache_free(h->cache);
