@@ -36,9 +36,10 @@ enum { CLIENT_OPT_SERVER = 0x100, CLIENT_OPT_TOKEN };
 
 /* The common options, for each command's --help. */
 #define CLIENT_HELP                                                                                \
-    "  --server URL       the gpuorch server (else $GPUORCH_SERVER, else " CLIENT_DEFAULT_SERVER   \
-    ")\n"                                                                                          \
-    "  --token TOKEN      the API token (else $GPUORCH_TOKEN, else ./" CLIENT_TOKEN_FILE ")\n"
+    "  --server URL         the gpuorch server (else $GPUORCH_SERVER, else\n"                      \
+    "                       " CLIENT_DEFAULT_SERVER ")\n"                                          \
+    "  --token TOKEN        the API token (else $GPUORCH_TOKEN, else the file\n"                   \
+    "                       ./" CLIENT_TOKEN_FILE ")\n"
 
 typedef struct Client {
     const char *cmd;      /* "submit": every message starts "gpuorch submit: " */

@@ -406,7 +406,7 @@ static int token_check(const Client *c, const TokenArgs *t)
         return 2;
     }
     if (!team_role && t->team) {
-        client_error(c, "an %s token has no team: leave out --team", t->role);
+        client_error(c, "the %s role has no team: leave out --team", t->role);
         return 2;
     }
     return 0;

@@ -133,13 +133,14 @@ int cmd_submit(int argc, char **argv)
             rc = 2;
         }
     }
-    if (!rc)
-        rc = client_connect(&c);
-    /* each file is its own request (all its jobs or none); one refused does not stop
-     * the others, and the exit code is the worst */
-    if (!rc)
-        for (size_t i = 0; i < n; i++)
-            rc = MAX(rc, submit_one(&c, &files[i], n > 1));
+    if (!rc && !(rc = client_connect(&c))) {
+        /* each file is its own request (all its jobs or none); one refused does not
+         * stop the others, and the exit code is the worst */
+        for (size_t i = 0; i < n; i++) {
+            int r = submit_one(&c, &files[i], n > 1);
+            rc = MAX(rc, r);
+        }
+    }
     for (size_t i = 0; i < n; i++)
         free(files[i].data);
     free(files);
