@@ -1,6 +1,6 @@
 /* api_jobs.c: the job endpoints of docs/api.md (submit, list, one job, cancel,
  * priority, logs) and the job renderer every endpoint shares. Submissions are parsed
- * here (YAML, JSON or CSV, errors naming line and field) and handed whole to the
+ * here (YAML or JSON, errors naming line and field) and handed whole to the
  * model, which checks teams and roles against the job and makes them durable; the
  * reply is built from the model afterwards, under its lock. */
 #include "server/api.h"
@@ -158,11 +158,6 @@ static bool body_is_list(const char *p, const char *end)
     return false;
 }
 
-static bool is_csv(const char *content_type)
-{
-    return !strncmp(content_type, "text/csv", 8);
-}
-
 void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     if (!rq->body_len) {
@@ -172,9 +167,8 @@ void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
     JobList jobs = {0};
     Buf err = {0};
     int64_t *ids = NULL;
-    int r = is_csv(rq->content_type)
-                ? spec_parse_jobs_csv(rq->body, rq->body_len, "request", &jobs, &err)
-                : spec_parse_jobs_yaml(rq->body, rq->body_len, "request", &jobs, &err);
+    /* JSON is YAML: one parser for both, whatever the Content-Type says */
+    int r = spec_parse_jobs_yaml(rq->body, rq->body_len, "request", &jobs, &err);
     if (r < 0) {
         if (r == -ENOMEM)
             http_reply_error(rp, 500, "out of memory");
@@ -187,8 +181,7 @@ void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
         goto out;
     }
     size_t n = jobs.n;
-    bool list =
-        n > 1 || (!is_csv(rq->content_type) && body_is_list(rq->body, rq->body + rq->body_len));
+    bool list = n > 1 || body_is_list(rq->body, rq->body + rq->body_len);
     ids = calloc(n, sizeof(*ids));
     if (!ids) {
         http_reply_error(rp, 500, "out of memory");

@@ -174,6 +174,12 @@ api 200 "$ADMIN" PATCH /api/v1/jobs/3 --data-binary '{"priority": "high"}'
 json_ok "$T/out" "d['priority'] == 'high' and d['position'] == 1"
 api 400 "$ADMIN" PATCH /api/v1/jobs/3 --data-binary '{"priority": "urgent"}'
 api 200 "$MEMBER" DELETE /api/v1/jobs/2
+# a list of one job is answered as a list, one job as an object
+submit 201 "$ADMIN" '[{"name": "l1", "team": "platform", "gpus": 1, "command": ["x"]}]'
+json_ok "$T/out" "list(d) == ['jobs'] and [j['name'] for j in d['jobs']] == ['l1']"
+api 201 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/yaml' \
+    --data-binary "$(printf -- '# one job\n---\nname: y1\nteam: platform\ncommand: [x]\n')"
+json_ok "$T/out" "d['name'] == 'y1' and d['state'] == 'pending'"
 
 # ---- it stops cleanly ----
 kill -TERM $PID
