@@ -444,16 +444,14 @@ static void node_line(Buf *out, const json_t *node, const NodeWidths *nw, int64_
         buf_puts(&f, " GiB");
         pack_item(&p, buf_str(&f), "  ", 0);
     }
-    if (!state || strcmp(state, "ready")) {
-        json_int_t seen;
+    /* when a node that is not ready was last heard from ("unknown" alone says it
+     * never was) */
+    json_int_t seen;
+    if ((!state || strcmp(state, "ready")) && jint(node, "last_seen_ms", &seen)) {
         buf_reset(&f);
-        if (jint(node, "last_seen_ms", &seen)) {
-            buf_puts(&f, "seen ");
-            view_duration(&f, now_ms - seen);
-            buf_puts(&f, " ago");
-        } else {
-            buf_puts(&f, "never seen");
-        }
+        buf_puts(&f, "seen ");
+        view_duration(&f, now_ms - seen);
+        buf_puts(&f, " ago");
         pack_item(&p, buf_str(&f), "  ", 0);
     }
     pack_end(&p);
