@@ -1,0 +1,727 @@
+/* agent.c: the node agent's loop. The exchange with the server is declarative: each
+ * heartbeat reports everything (GPUs, workers) and each reply says everything the node
+ * should be doing, so the agent only compares and acts. Order within a reply: forget
+ * ended workers, reach the MIG layouts (idle instances only), start the missing
+ * workers, stop the ones marked, kill the running ones the server no longer lists,
+ * then ship new log bytes. Events are logged one key=value line each; a repeated
+ * failure (server down, a MIG layout that cannot be reached) is logged when it begins
+ * and when it ends, not on every try. */
+#include "agent/agent.h"
+#include "agent/afile.h"
+#include "agent/gpus.h"
+#include "agent/launch.h"
+#include "agent/proto.h"
+#include "agent/upload.h"
+#include "agent/worker.h"
+#include "net/http_client.h"
+#include "spec/render.h"
+#include "util/file.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define FORGOTTEN_MAX  256
+#define MEMORY_POLL_MS 5000
+
+struct Agent {
+    char *node, *address, *gpus_spec, *state_dir, *ckpt_root, *logs_dir, *table_path;
+    int lock_fd;
+    HttpClient *http;
+    GpuBackend *gb;
+    AgentGpu *gpus;
+    size_t n_gpus;
+    char **mig_error; /* per GPU: the last MIG failure logged, or NULL */
+
+    Worker **w;
+    size_t n_w, cap_w;
+    WorkerKey forgotten[FORGOTTEN_MAX]; /* ring: never restart what the server forgot */
+    size_t n_forgotten, forgotten_next;
+
+    char boot_id[64];      /* this agent process */
+    char machine_boot[64]; /* this boot of the machine */
+    int64_t heartbeat_ms;
+    int64_t next_heartbeat; /* monotonic */
+    int64_t backoff_ms;     /* 0 while the server answers */
+    char *link_error;       /* the failure logged, NULL while the server answers */
+    int64_t next_memory_poll;
+    bool dirty; /* the worker table needs saving */
+};
+
+static char *join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s/%s", a, b);
+    return s;
+}
+
+/* The first line of a /proc file, trimmed. */
+static void read_id(const char *path, char *out, size_t cap)
+{
+    out[0] = '\0';
+    char *text = NULL;
+    size_t len = 0;
+    if (file_read_all(path, &text, &len) < 0)
+        return;
+    text[strcspn(text, "\r\n")] = '\0';
+    snprintf(out, cap, "%s", text);
+    free(text);
+}
+
+static void mark_dirty(Agent *a)
+{
+    a->dirty = true;
+}
+
+static void save_table(Agent *a)
+{
+    if (!a->dirty)
+        return;
+    int r = worker_table_save(a->table_path, a->machine_boot, a->w, a->n_w);
+    if (r < 0)
+        log_error("event=state_save path=%s error=\"%s\"", a->table_path, strerror(-r));
+    else
+        a->dirty = false;
+}
+
+static Worker *find_worker(Agent *a, const WorkerKey *k)
+{
+    for (size_t i = 0; i < a->n_w; i++)
+        if (worker_key_eq(&a->w[i]->key, k))
+            return a->w[i];
+    return NULL;
+}
+
+static bool was_forgotten(const Agent *a, const WorkerKey *k)
+{
+    for (size_t i = 0; i < a->n_forgotten; i++)
+        if (worker_key_eq(&a->forgotten[i], k))
+            return true;
+    return false;
+}
+
+static void remember_forgotten(Agent *a, const WorkerKey *k)
+{
+    a->forgotten[a->forgotten_next] = *k;
+    a->forgotten_next = (a->forgotten_next + 1) % FORGOTTEN_MAX;
+    if (a->n_forgotten < FORGOTTEN_MAX)
+        a->n_forgotten++;
+}
+
+static void remove_worker(Agent *a, size_t i)
+{
+    if (a->w[i]->state != WK_PENDING)
+        mark_dirty(a);
+    worker_free(a->w[i]);
+    memmove(&a->w[i], &a->w[i + 1], (a->n_w - i - 1) * sizeof(*a->w));
+    a->n_w--;
+}
+
+#define WLOG(fn, w, fmt, ...)                                                                      \
+    fn("event=" fmt " job=%lld run=%lld rank=%u", ##__VA_ARGS__, (long long)(w)->key.job,          \
+       (long long)(w)->key.run, (w)->key.rank)
+
+/* ---- GPUs and MIG ---- */
+
+static void refresh_gpu(Agent *a, AgentGpu *g)
+{
+    Buf err = {0};
+    bool enabled;
+    GpuInstance inst[MIG_MAX_SLOTS];
+    size_t n;
+    if (a->gb->ops->mig_list(a->gb, g->index, &enabled, inst, &n, &err) == 0) {
+        g->mig_enabled = enabled;
+        g->n_mig = n;
+        memcpy(g->mig, inst, n * sizeof(*inst));
+    } else {
+        log_error("event=gpu_list gpu=%u error=\"%s\"", g->index, buf_str(&err));
+    }
+    buf_free(&err);
+}
+
+/* Log a MIG failure for a GPU when it differs from the last one; NULL: it cleared. */
+static void mig_note(Agent *a, size_t gi, const char *error)
+{
+    char **last = &a->mig_error[gi];
+    if (!error) {
+        if (*last)
+            log_info("event=mig_ok gpu=%u", a->gpus[gi].index);
+        free(*last);
+        *last = NULL;
+        return;
+    }
+    if (*last && !strcmp(*last, error))
+        return;
+    log_error("event=mig_apply gpu=%u error=\"%s\"", a->gpus[gi].index, error);
+    free(*last);
+    *last = strdup(error);
+}
+
+/* Start masks of GPU index's instances that running workers use, and whether a running
+ * worker holds the GPU whole or as an MPS share. */
+static void gpu_usage(const Agent *a, unsigned index, uint8_t *ret_busy, bool *ret_whole)
+{
+    uint8_t busy = 0;
+    bool whole = false;
+    for (size_t i = 0; i < a->n_w; i++) {
+        const Worker *w = a->w[i];
+        if (!worker_live(w))
+            continue;
+        for (size_t k = 0; k < w->a.n_gpus; k++) {
+            const WorkerGpu *g = &w->a.gpus[k];
+            if (g->index != index)
+                continue;
+            if (g->kind == WGPU_MIG)
+                busy |= (uint8_t)(1u << g->start);
+            else
+                whole = true;
+        }
+    }
+    *ret_busy = busy;
+    *ret_whole = whole;
+}
+
+static void apply_mig(Agent *a, const HeartbeatReply *rep)
+{
+    for (size_t gi = 0; gi < a->n_gpus; gi++) {
+        AgentGpu *g = &a->gpus[gi];
+        const MigWant *want = proto_mig_want(rep, g->index);
+        if (!g->mig_capable) {
+            mig_note(a, gi, want && want->n ? "this GPU has no MIG" : NULL);
+            continue;
+        }
+        Buf err = {0};
+        MigLayout target, cur;
+        if (proto_mig_layout(want, g->model, &target, &err) < 0) {
+            mig_note(a, gi, buf_str(&err));
+            buf_free(&err);
+            continue;
+        }
+        bool same = gpu_layout(g, &cur, &err) == 0 && !memcmp(&cur, &target, sizeof(cur)) &&
+                    g->mig_enabled == !mig_layout_empty(&target);
+        buf_reset(&err);
+        if (same) {
+            mig_note(a, gi, NULL);
+            buf_free(&err);
+            continue;
+        }
+        uint8_t busy;
+        bool whole;
+        gpu_usage(a, g->index, &busy, &whole);
+        if (whole && g->mig_enabled != !mig_layout_empty(&target)) {
+            buf_printf(&err, "GPU %u: MIG mode cannot change while a worker holds the GPU",
+                       g->index);
+            mig_note(a, gi, buf_str(&err));
+            buf_free(&err);
+            continue;
+        }
+        Buf text = {0};
+        if (g->model)
+            render_text_layout(&text, g->model, &target);
+        int64_t t0 = agent_mono_ms();
+        int r = a->gb->ops->mig_apply(a->gb, g->index, &target, busy, &err);
+        refresh_gpu(a, g);
+        if (r < 0) {
+            mig_note(a, gi, buf_str(&err));
+        } else {
+            log_info("event=mig_applied gpu=%u layout=\"%s\" ms=%lld", g->index, buf_str(&text),
+                     (long long)(agent_mono_ms() - t0));
+            mig_note(a, gi, NULL);
+        }
+        buf_free(&text);
+        buf_free(&err);
+    }
+}
+
+/* ---- workers ---- */
+
+static void try_launch(Agent *a, Worker *w, int64_t mono)
+{
+    Buf err = {0};
+    char **env = NULL;
+    int r = launch_env(&w->a, a->gpus, a->n_gpus, "", environ, &env, &err);
+    launch_env_free(env);
+    env = NULL;
+    if (r == -EAGAIN) {
+        if (!w->pending_since) {
+            w->pending_since = mono;
+            WLOG(log_info, w, "worker_waits reason=\"%s\"", buf_str(&err));
+        } else if (mono - w->pending_since >= AGENT_PENDING_MAX_MS) {
+            Buf why = {0};
+            buf_printf(&why, "its GPUs did not take the granted shape within %d s: %s",
+                       AGENT_PENDING_MAX_MS / 1000, buf_str(&err));
+            worker_failed(w, buf_str(&why));
+            WLOG(log_error, w, "worker_failed error=\"%s\"", buf_str(&why));
+            buf_free(&why);
+            mark_dirty(a);
+        }
+        buf_free(&err);
+        return;
+    }
+    if (r < 0) {
+        worker_failed(w, buf_str(&err));
+        WLOG(log_error, w, "worker_failed error=\"%s\"", buf_str(&err));
+        mark_dirty(a);
+        buf_free(&err);
+        return;
+    }
+    char name[64];
+    snprintf(name, sizeof(name), "%lld", (long long)w->key.job);
+    w->ckpt_dir = join(a->ckpt_root, name);
+    snprintf(name, sizeof(name), "%lld-%u.log", (long long)w->key.job, w->key.rank);
+    w->log_path = join(a->logs_dir, name);
+    if (!w->ckpt_dir || !w->log_path) {
+        worker_failed(w, "out of memory");
+        mark_dirty(a);
+        return;
+    }
+    if ((r = afile_mkdir_p(w->ckpt_dir)) < 0) {
+        buf_printf(&err, "cannot make the checkpoint directory %s: %s", w->ckpt_dir, strerror(-r));
+    } else if ((r = launch_env(&w->a, a->gpus, a->n_gpus, w->ckpt_dir, environ, &env, &err)) == 0) {
+        struct stat st;
+        w->log_base = stat(w->log_path, &st) == 0 ? (int64_t)st.st_size : 0;
+        w->log_sent = 0;
+        pid_t pid;
+        r = launch_spawn(w->a.argv, env, w->log_path, &pid, &err);
+        if (r == 0) {
+            worker_started(w, pid, mono);
+            WLOG(log_info, w, "worker_start pid=%d command=\"%s\"", (int)pid, w->a.argv[0]);
+        }
+    }
+    launch_env_free(env);
+    if (r < 0) {
+        worker_failed(w, buf_str(&err));
+        WLOG(log_error, w, "worker_failed error=\"%s\"", buf_str(&err));
+    }
+    mark_dirty(a);
+    buf_free(&err);
+}
+
+static void flush_logs(Agent *a, Worker *w, bool quiet)
+{
+    Buf err = {0};
+    int status = 0;
+    if (upload_log(a->http, w, &status, &err) < 0 && status && status != w->log_status) {
+        w->log_status = status;
+        if (!quiet)
+            log_error("event=log_upload error=\"%s\"", buf_str(&err));
+    } else if (status == 200) {
+        w->log_status = 0;
+    }
+    if (status)
+        mark_dirty(a); /* log_sent moved */
+    buf_free(&err);
+}
+
+static void apply_forget(Agent *a, const HeartbeatReply *rep)
+{
+    for (size_t f = 0; f < rep->n_forget; f++) {
+        remember_forgotten(a, &rep->forget[f]);
+        for (size_t i = 0; i < a->n_w; i++) {
+            Worker *w = a->w[i];
+            if (!worker_key_eq(&w->key, &rep->forget[f]) || worker_live(w))
+                continue;
+            flush_logs(a, w, true); /* the last bytes, before the record goes */
+            WLOG(log_info, w, "worker_forget");
+            remove_worker(a, i);
+            break;
+        }
+    }
+}
+
+static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
+{
+    for (size_t i = 0; i < rep->n_workers; i++) {
+        const ReplyWorker *rw = &rep->workers[i];
+        Worker *w = find_worker(a, &rw->key);
+        if (w) {
+            if (rw->stop != WSTOP_NONE && w->state == WK_PENDING) {
+                worker_failed(w, "stopped before its GPUs were ready");
+                mark_dirty(a);
+            } else if (rw->stop != WSTOP_NONE && worker_live(w) && w->stop_mode != rw->stop &&
+                       w->stop_mode != WSTOP_CANCEL) {
+                WLOG(log_info, w, "worker_stop mode=%s",
+                     rw->stop == WSTOP_PREEMPT ? "preempt" : "cancel");
+                worker_request_stop(w, rw->stop, mono);
+            }
+            continue;
+        }
+        if (rw->stop != WSTOP_NONE || was_forgotten(a, &rw->key))
+            continue;
+        if (GROW(a->w, a->cap_w, a->n_w + 1) < 0 || !(w = worker_new(&rw->key, rw->spec))) {
+            log_error("event=worker_start error=\"out of memory\"");
+            return;
+        }
+        a->w[a->n_w++] = w;
+        if (w->state == WK_FAILED) {
+            WLOG(log_error, w, "worker_failed error=\"%s\"", w->error);
+            mark_dirty(a);
+        }
+    }
+    if (rep->n_unkeyed)
+        log_error("event=reply_workers skipped=%zu error=\"entries without job, run and rank\"",
+                  rep->n_unkeyed);
+    /* what the server no longer lists: running ones are killed, waiting ones dropped */
+    for (size_t i = 0; i < a->n_w;) {
+        Worker *w = a->w[i];
+        bool listed = false;
+        for (size_t k = 0; k < rep->n_workers && !listed; k++)
+            listed = worker_key_eq(&rep->workers[k].key, &w->key);
+        if (!listed && w->state == WK_PENDING) {
+            remove_worker(a, i);
+            continue;
+        }
+        if (!listed && worker_live(w) && w->stop_mode != WSTOP_CANCEL) {
+            WLOG(log_info, w, "worker_stop mode=cancel reason=\"not assigned to this node\"");
+            worker_request_stop(w, WSTOP_CANCEL, mono);
+        }
+        i++;
+    }
+    for (size_t i = 0; i < a->n_w; i++)
+        if (a->w[i]->state == WK_PENDING)
+            try_launch(a, a->w[i], mono);
+}
+
+/* ---- the heartbeat ---- */
+
+static void link_note(Agent *a, const char *error)
+{
+    if (!error) {
+        if (a->link_error)
+            log_info("event=server_ok");
+        free(a->link_error);
+        a->link_error = NULL;
+        return;
+    }
+    if (a->link_error && !strcmp(a->link_error, error))
+        return;
+    log_error("event=server_unreachable error=\"%s\" workers_running=%zu", error,
+              agent_worker_count(a, WK_RUNNING));
+    free(a->link_error);
+    a->link_error = strdup(error);
+}
+
+static void heartbeat_failed(Agent *a, int64_t mono, const char *error)
+{
+    link_note(a, error);
+    a->backoff_ms =
+        a->backoff_ms ? MIN(a->backoff_ms * 2, AGENT_BACKOFF_MAX_MS) : AGENT_FIRST_HEARTBEAT_MS;
+    a->next_heartbeat = mono + a->backoff_ms;
+}
+
+static void heartbeat(Agent *a, int64_t mono)
+{
+    Buf body = {0}, err = {0};
+    HttpReply rep = {0};
+    HeartbeatReply hr = {0};
+    if (proto_heartbeat(a->node, a->address, a->boot_id, a->gpus, a->n_gpus, a->w, a->n_w, &body) <
+        0) {
+        heartbeat_failed(a, mono, "out of memory building the heartbeat");
+        goto out;
+    }
+    if (http_request(a->http, "POST", "/api/v1/agent/heartbeat", "application/json", buf_str(&body),
+                     body.len, &rep, &err) < 0) {
+        heartbeat_failed(a, mono, buf_str(&err));
+        goto out;
+    }
+    if (rep.status != 200) {
+        json_t *o = json_loadb(buf_str(&rep.body), rep.body.len, 0, NULL);
+        const char *msg = json_string_value(json_object_get(o, "error"));
+        buf_printf(&err, "the server answered %ld%s%s", rep.status, msg ? ": " : "",
+                   msg ? msg : "");
+        json_decref(o);
+        heartbeat_failed(a, mono, buf_str(&err));
+        goto out;
+    }
+    if (proto_reply_parse(buf_str(&rep.body), rep.body.len, &hr, &err) < 0) {
+        heartbeat_failed(a, mono, buf_str(&err));
+        goto out;
+    }
+    link_note(a, NULL);
+    a->backoff_ms = 0;
+    a->heartbeat_ms = hr.heartbeat_ms;
+    apply_forget(a, &hr);
+    apply_mig(a, &hr);
+    apply_workers(a, &hr, agent_mono_ms());
+    for (size_t i = 0; i < a->n_w; i++)
+        if (a->w[i]->state != WK_PENDING)
+            flush_logs(a, a->w[i], false);
+    a->next_heartbeat = mono + a->heartbeat_ms;
+out:
+    proto_reply_free(&hr);
+    http_reply_free(&rep);
+    buf_free(&body);
+    buf_free(&err);
+}
+
+/* Peak GPU memory per worker: the processes of its group, summed. */
+static void poll_memory(Agent *a)
+{
+    if (!a->gb->ops->processes)
+        return;
+    GpuProcess *procs = NULL;
+    size_t n = 0;
+    Buf err = {0};
+    if (a->gb->ops->processes(a->gb, &procs, &n, &err) == 0) {
+        for (size_t i = 0; i < a->n_w; i++) {
+            Worker *w = a->w[i];
+            if (!worker_live(w))
+                continue;
+            uint64_t sum = 0;
+            for (size_t k = 0; k < n; k++)
+                if (getpgid(procs[k].pid) == w->pid)
+                    sum += procs[k].used_mib;
+            if (sum > w->peak_memory_mib) {
+                w->peak_memory_mib = sum;
+                mark_dirty(a);
+            }
+        }
+    }
+    free(procs);
+    buf_free(&err);
+}
+
+void agent_tick(Agent *a)
+{
+    int64_t mono = agent_mono_ms();
+    for (size_t i = 0; i < a->n_w; i++) {
+        Worker *w = a->w[i];
+        if (!worker_live(w))
+            continue;
+        if (worker_watch_checkpoint(w)) {
+            WLOG(log_info, w, "checkpoint path=\"%s\"", w->checkpoint);
+            mark_dirty(a);
+        }
+        if (worker_reap(w)) {
+            if (w->has_exit_code)
+                WLOG(log_info, w, "worker_exit code=%d", w->exit_code);
+            else if (w->signal)
+                WLOG(log_info, w, "worker_exit signal=%d", w->signal);
+            else
+                WLOG(log_info, w, "worker_exit status=unknown reason=\"%s\"", w->error);
+            mark_dirty(a);
+            continue;
+        }
+        worker_advance(w, mono);
+    }
+    if (mono >= a->next_memory_poll) {
+        poll_memory(a);
+        a->next_memory_poll = mono + MEMORY_POLL_MS;
+    }
+    if (mono >= a->next_heartbeat)
+        heartbeat(a, mono);
+    save_table(a);
+}
+
+int64_t agent_wait_ms(const Agent *a)
+{
+    int64_t left = a->next_heartbeat - agent_mono_ms();
+    return left < 0 ? 0 : left < AGENT_TICK_MS ? left : AGENT_TICK_MS;
+}
+
+void agent_run(Agent *a, const volatile sig_atomic_t *quit)
+{
+    while (!*quit) {
+        agent_tick(a);
+        int64_t ms = agent_wait_ms(a);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};
+        if (ms > 0)
+            nanosleep(&ts, NULL); /* a signal cuts it short, and the loop sees quit */
+    }
+}
+
+size_t agent_worker_count(const Agent *a, int state)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_w; i++)
+        n += a->w[i]->state == state;
+    return n;
+}
+
+/* ---- open and close ---- */
+
+static int take_lock(Agent *a, Buf *err)
+{
+    char *path = join(a->state_dir, "agent.lock");
+    if (!path)
+        return -ENOMEM;
+    /* close-on-exec: a worker must not keep the lock after the agent is gone */
+    a->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int r = 0;
+    if (a->lock_fd < 0) {
+        r = -errno;
+        buf_printf(err, "%s: %s", path, strerror(-r));
+    } else if (flock(a->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        buf_printf(err, "another agent is running with the state directory %s", a->state_dir);
+    } else {
+        (void)!ftruncate(a->lock_fd, 0);
+        dprintf(a->lock_fd, "%d\n", (int)getpid());
+    }
+    free(path);
+    return r;
+}
+
+/* path made (with parents) and made absolute, so workers that change directory still
+ * find their checkpoint directory. */
+static int make_dir(const char *path, char **ret, Buf *err)
+{
+    int r = afile_mkdir_p(path);
+    if (r < 0) {
+        buf_printf(err, "cannot make the directory %s: %s", path, strerror(-r));
+        return r;
+    }
+    char *abs = realpath(path, NULL);
+    if (!abs) {
+        r = -errno;
+        buf_printf(err, "%s: %s", path, strerror(-r));
+        return r;
+    }
+    *ret = abs;
+    return 0;
+}
+
+int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
+{
+    if (!o->node || !*o->node || strchr(o->node, '/') || strchr(o->node, '"')) {
+        buf_puts(err, "the node name must be non-empty, without '/' or '\"'");
+        return -EINVAL;
+    }
+    Agent *a = calloc(1, sizeof(*a));
+    if (!a) {
+        buf_puts(err, "out of memory");
+        return -ENOMEM;
+    }
+    a->lock_fd = -1;
+    a->heartbeat_ms = AGENT_FIRST_HEARTBEAT_MS;
+    int r;
+    a->node = strdup(o->node);
+    a->gpus_spec = strdup(o->gpus ? o->gpus : "nvml");
+    a->address = o->address ? strdup(o->address) : NULL;
+    if (!a->node || !a->gpus_spec || (o->address && !a->address)) {
+        r = -ENOMEM;
+        buf_puts(err, "out of memory");
+        goto fail;
+    }
+    if ((r = make_dir(o->state_dir, &a->state_dir, err)) < 0)
+        goto fail;
+    if ((r = take_lock(a, err)) < 0)
+        goto fail;
+    char *logs = join(a->state_dir, "logs");
+    char *ckpt =
+        o->checkpoint_root ? strdup(o->checkpoint_root) : join(a->state_dir, "checkpoints");
+    a->table_path = join(a->state_dir, "workers.json");
+    if (!logs || !ckpt || !a->table_path) {
+        free(logs);
+        free(ckpt);
+        r = -ENOMEM;
+        buf_puts(err, "out of memory");
+        goto fail;
+    }
+    r = make_dir(logs, &a->logs_dir, err);
+    if (!r)
+        r = make_dir(ckpt, &a->ckpt_root, err);
+    free(logs);
+    free(ckpt);
+    if (r < 0)
+        goto fail;
+
+    read_id("/proc/sys/kernel/random/uuid", a->boot_id, sizeof(a->boot_id));
+    read_id("/proc/sys/kernel/random/boot_id", a->machine_boot, sizeof(a->machine_boot));
+    if (!a->boot_id[0])
+        snprintf(a->boot_id, sizeof(a->boot_id), "%d-%lld", (int)getpid(),
+                 (long long)agent_wall_ms());
+
+    if ((r = gpus_open(a->gpus_spec, a->node, a->state_dir, &a->gb, err)) < 0)
+        goto fail;
+    if ((r = a->gb->ops->discover(a->gb, &a->gpus, &a->n_gpus, err)) < 0)
+        goto fail;
+    a->mig_error = calloc(a->n_gpus ? a->n_gpus : 1, sizeof(*a->mig_error));
+    if (!a->mig_error) {
+        r = -ENOMEM;
+        buf_puts(err, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < a->n_gpus; i++) {
+        const AgentGpu *g = &a->gpus[i];
+        log_info("event=gpu index=%u uuid=%s name=\"%s\" memory_mib=%llu mig=%s instances=%zu",
+                 g->index, g->uuid, g->name, (unsigned long long)g->memory_mib,
+                 !g->mig_capable  ? "unsupported"
+                 : g->mig_enabled ? "on"
+                                  : "off",
+                 g->n_mig);
+    }
+
+    Worker **loaded = NULL;
+    size_t n_loaded = 0;
+    if ((r = worker_table_load(a->table_path, a->machine_boot, &loaded, &n_loaded, err)) < 0)
+        goto fail;
+    a->w = loaded;
+    a->n_w = a->cap_w = n_loaded;
+    for (size_t i = 0; i < a->n_w; i++) {
+        Worker *w = a->w[i];
+        if (w->adopted)
+            WLOG(log_info, w, "worker_found pid=%d", (int)w->pid);
+        else if (w->state == WK_EXITED && !w->has_exit_code && !w->signal)
+            WLOG(log_info, w, "worker_lost pid=%d reason=\"%s\"", (int)w->pid,
+                 w->error ? w->error : "");
+    }
+    if (n_loaded)
+        mark_dirty(a);
+
+    if ((r = http_client_new(o->server_url, o->token, AGENT_HTTP_TIMEOUT_MS, &a->http)) < 0) {
+        if (r == -EINVAL)
+            buf_printf(err, "--server '%s': expected http://HOST:PORT", o->server_url);
+        else
+            buf_puts(err, "out of memory");
+        goto fail;
+    }
+    log_info("event=agent_start node=%s server=%s gpus=%s state_dir=%s boot_id=%s workers=%zu",
+             a->node, o->server_url, a->gpus_spec, a->state_dir, a->boot_id, a->n_w);
+    *ret = a;
+    return 0;
+fail:
+    agent_close(a);
+    return r;
+}
+
+void agent_close(Agent *a)
+{
+    if (!a)
+        return;
+    if (a->table_path && a->dirty)
+        save_table(a);
+    for (size_t i = 0; i < a->n_w; i++)
+        worker_free(a->w[i]);
+    free(a->w);
+    for (size_t i = 0; a->mig_error && i < a->n_gpus; i++)
+        free(a->mig_error[i]);
+    free(a->mig_error);
+    free(a->gpus);
+    gpus_close(a->gb);
+    http_client_free(a->http);
+    if (a->lock_fd >= 0)
+        close(a->lock_fd);
+    free(a->link_error);
+    free(a->node);
+    free(a->address);
+    free(a->gpus_spec);
+    free(a->state_dir);
+    free(a->ckpt_root);
+    free(a->logs_dir);
+    free(a->table_path);
+    free(a);
+}

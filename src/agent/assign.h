@@ -1,0 +1,56 @@
+/* assign.h: one worker as the server assigns it in a heartbeat reply (docs/api.md,
+ * "POST /api/v1/agent/heartbeat"), parsed and checked, and the signal names the
+ * assignment may use. A worker is named by (job, run, rank). */
+#pragma once
+
+#include "agent/gpus.h"
+#include "util/buf.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum WorkerGpuKind { WGPU_WHOLE, WGPU_MIG, WGPU_SHARE } WorkerGpuKind;
+
+/* One entry of "gpus", in plan's grant shape. */
+typedef struct WorkerGpu {
+    unsigned index;
+    uint8_t kind;                  /* WorkerGpuKind */
+    char profile[GPU_PROFILE_MAX]; /* WGPU_MIG */
+    uint8_t start;                 /* WGPU_MIG */
+    double fraction;               /* WGPU_SHARE: (0, 1) */
+} WorkerGpu;
+
+typedef enum WorkerStop { WSTOP_NONE, WSTOP_PREEMPT, WSTOP_CANCEL } WorkerStop;
+
+#define ASSIGN_DEFAULT_GRACE_MS 30000
+
+typedef struct Assignment {
+    int64_t job, run;
+    uint32_t rank, local_rank, world_size;
+    char *master_addr;
+    uint32_t master_port;
+    WorkerGpu *gpus;
+    size_t n_gpus;
+    char **argv;                    /* NULL-terminated, at least one word */
+    char **env;                     /* NULL-terminated "NAME=value" */
+    char *resume_from;              /* NULL when starting afresh */
+    int64_t checkpoint_interval_ms; /* 0: no periodic checkpoint signal */
+    int checkpoint_signal;          /* SIGUSR1 unless told */
+    int64_t grace_ms;
+    uint8_t stop; /* WorkerStop */
+} Assignment;
+
+/* The key of a worker object ("job", "run", "rank"). -EINVAL when one is missing. */
+int assign_key(json_t *o, int64_t *ret_job, int64_t *ret_run, uint32_t *ret_rank);
+
+/* Parse one element of the reply's "workers". On failure err names the field and the
+ * assignment is left zeroed. */
+int assign_parse(json_t *o, Assignment *ret, Buf *err);
+void assign_free(Assignment *a);
+
+/* "USR1", "SIGUSR1", "usr1" or a number -> signal number; -1 when not a signal. */
+int assign_signal_from_name(const char *name);
+/* "USR1" for SIGUSR1; "?" when unknown. */
+const char *assign_signal_name(int sig);

@@ -1,0 +1,518 @@
+/* worker.c: one worker's life as the agent sees it (reaping, checkpoint file, signals,
+ * the stop machine) and the persisted table of workers. */
+#include "agent/worker.h"
+#include "agent/afile.h"
+#include "util/file.h"
+#include "util/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TABLE_VERSION 1
+
+int64_t agent_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t agent_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *worker_state_name(uint8_t state)
+{
+    switch (state) {
+    case WK_PENDING:
+        return "pending";
+    case WK_RUNNING:
+        return "running";
+    case WK_EXITED:
+        return "exited";
+    case WK_FAILED:
+        return "failed";
+    }
+    return "?";
+}
+
+static void set_str(char **dst, const char *s)
+{
+    free(*dst);
+    *dst = s ? strdup(s) : NULL;
+}
+
+Worker *worker_new(const WorkerKey *key, json_t *spec)
+{
+    Worker *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    w->key = *key;
+    w->spec = json_incref(spec);
+    w->state = WK_PENDING;
+    Buf err = {0};
+    if (assign_parse(spec, &w->a, &err) < 0) {
+        Buf why = {0};
+        buf_printf(&why, "bad assignment: %s", buf_str(&err));
+        worker_failed(w, buf_str(&why));
+        buf_free(&why);
+    }
+    buf_free(&err);
+    return w;
+}
+
+void worker_free(Worker *w)
+{
+    if (!w)
+        return;
+    json_decref(w->spec);
+    assign_free(&w->a);
+    free(w->error);
+    free(w->checkpoint);
+    free(w->ckpt_dir);
+    free(w->log_path);
+    free(w);
+}
+
+int proc_stat(pid_t pid, uint64_t *ret_ticks, char *ret_state)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    char *text = NULL;
+    size_t len = 0;
+    int r = file_read_all(path, &text, &len);
+    if (r < 0)
+        return r == -ENOENT || r == -ESRCH ? -ENOENT : r;
+    /* "pid (comm) S ppid ...": comm may hold anything, so count from the last ')' */
+    const char *p = strrchr(text, ')');
+    r = -EINVAL;
+    if (p && p[1] == ' ' && p[2]) {
+        char state = p[2];
+        p += 3;
+        /* after the state: ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+         * cmajflt utime stime cutime cstime priority nice num_threads itrealvalue,
+         * then starttime (field 22 of proc(5)) */
+        for (int field = 0; field < 18 && p; field++)
+            p = strchr(p + 1, ' ');
+        if (p) {
+            *ret_ticks = strtoull(p + 1, NULL, 10);
+            *ret_state = state;
+            r = 0;
+        }
+    }
+    free(text);
+    return r;
+}
+
+static int64_t mtime_ns(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* LATEST's mtime and size now; 0 and 0 when it is absent. */
+static void latest_stat(const Worker *w, int64_t *ret_mtime, int64_t *ret_size)
+{
+    *ret_mtime = 0;
+    *ret_size = 0;
+    if (!w->ckpt_dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/LATEST", w->ckpt_dir);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        *ret_mtime = mtime_ns(&st);
+        *ret_size = st.st_size;
+    }
+}
+
+void worker_started(Worker *w, pid_t pid, int64_t mono_ms)
+{
+    w->state = WK_RUNNING;
+    w->pid = pid;
+    char st;
+    if (proc_stat(pid, &w->start_ticks, &st) < 0)
+        w->start_ticks = 0;
+    w->start_ms = agent_wall_ms();
+    /* a LATEST left by an earlier run is what this run resumes from, not news */
+    latest_stat(w, &w->latest_mtime_ns, &w->latest_size);
+    if (w->a.checkpoint_interval_ms > 0)
+        w->next_checkpoint = mono_ms + w->a.checkpoint_interval_ms;
+}
+
+void worker_failed(Worker *w, const char *why)
+{
+    w->state = WK_FAILED;
+    set_str(&w->error, why);
+    w->end_ms = agent_wall_ms();
+}
+
+static void ended_unknown(Worker *w, const char *why)
+{
+    w->state = WK_EXITED;
+    w->has_exit_code = false;
+    w->signal = 0;
+    set_str(&w->error, why);
+    w->end_ms = agent_wall_ms();
+}
+
+bool worker_reap(Worker *w)
+{
+    if (w->state != WK_RUNNING)
+        return false;
+    if (w->adopted) {
+        uint64_t ticks;
+        char st;
+        if (proc_stat(w->pid, &ticks, &st) == 0 && ticks == w->start_ticks && st != 'Z' &&
+            st != 'X')
+            return false;
+        ended_unknown(w, "exit status unknown: the worker outlived the agent process that "
+                         "started it");
+        return true;
+    }
+    int status;
+    pid_t r = waitpid(w->pid, &status, WNOHANG);
+    if (r == 0 || (r < 0 && errno == EINTR))
+        return false;
+    if (r < 0) { /* ECHILD: not ours after all */
+        ended_unknown(w, "exit status unknown: the process was not the agent's child");
+        return true;
+    }
+    w->state = WK_EXITED;
+    w->end_ms = agent_wall_ms();
+    if (WIFEXITED(status)) {
+        w->has_exit_code = true;
+        w->exit_code = WEXITSTATUS(status);
+        w->signal = 0;
+    } else {
+        w->has_exit_code = false;
+        w->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    }
+    return true;
+}
+
+bool worker_watch_checkpoint(Worker *w)
+{
+    int64_t mt, size;
+    latest_stat(w, &mt, &size);
+    if (mt == w->latest_mtime_ns && size == w->latest_size)
+        return false;
+    w->latest_mtime_ns = mt;
+    w->latest_size = size;
+    if (!mt)
+        return false;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/LATEST", w->ckpt_dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[WORKER_LATEST_MAX + 1];
+    ssize_t n = read(fd, buf, WORKER_LATEST_MAX);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    char *s = buf;
+    while (*s && isspace((unsigned char)*s))
+        s++;
+    size_t len = strlen(s);
+    while (len > 0 && isspace((unsigned char)s[len - 1]))
+        s[--len] = '\0';
+    if (!len)
+        return false;
+    set_str(&w->checkpoint, s);
+    w->checkpoint_ms = mt / 1000000;
+    return true;
+}
+
+void worker_signal(Worker *w, int sig)
+{
+    if (w->pid <= 0 || w->state != WK_RUNNING)
+        return;
+    if (kill(-w->pid, sig) < 0 && errno == ESRCH)
+        kill(w->pid, sig); /* the group is gone but the leader may linger */
+    log_info("event=signal job=%lld run=%lld rank=%u pid=%d signal=%s", (long long)w->key.job,
+             (long long)w->key.run, w->key.rank, (int)w->pid, assign_signal_name(sig));
+}
+
+static void term(Worker *w, int64_t deadline)
+{
+    worker_signal(w, SIGTERM);
+    w->stop_phase = SP_TERM;
+    w->stop_deadline = deadline;
+}
+
+void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms)
+{
+    if (w->state != WK_RUNNING || mode == WSTOP_NONE || w->stop_mode == WSTOP_CANCEL ||
+        w->stop_mode == mode)
+        return;
+    w->stop_mode = mode;
+    int64_t grace = w->a.argv ? w->a.grace_ms : ASSIGN_DEFAULT_GRACE_MS;
+    if (mode == WSTOP_PREEMPT) {
+        int64_t size;
+        latest_stat(w, &w->stop_latest_ns, &size);
+        worker_signal(w, w->a.checkpoint_signal ? w->a.checkpoint_signal : SIGUSR1);
+        w->stop_phase = SP_CHECKPOINT;
+        w->stop_deadline = mono_ms + grace;
+        return;
+    }
+    /* cancel: at once, or sooner if a preemption was already terminating it */
+    if (w->stop_phase == SP_TERM || w->stop_phase == SP_KILLED) {
+        if (w->stop_deadline > mono_ms + grace)
+            w->stop_deadline = mono_ms + grace;
+        return;
+    }
+    term(w, mono_ms + grace);
+}
+
+void worker_advance(Worker *w, int64_t mono_ms)
+{
+    if (w->state != WK_RUNNING)
+        return;
+    if (w->stop_mode == WSTOP_NONE && w->a.checkpoint_interval_ms > 0 &&
+        mono_ms >= w->next_checkpoint) {
+        worker_signal(w, w->a.checkpoint_signal);
+        w->next_checkpoint = mono_ms + w->a.checkpoint_interval_ms;
+    }
+    switch (w->stop_phase) {
+    case SP_CHECKPOINT: {
+        int64_t mt, size;
+        latest_stat(w, &mt, &size);
+        if (mt && mt != w->stop_latest_ns) {
+            w->stop_phase = SP_SETTLE;
+            w->stop_deadline = mono_ms + WORKER_SETTLE_MS;
+        } else if (mono_ms >= w->stop_deadline) {
+            term(w, mono_ms + WORKER_PREEMPT_KILL_MS);
+        }
+        break;
+    }
+    case SP_SETTLE:
+        if (mono_ms >= w->stop_deadline)
+            term(w, mono_ms + WORKER_PREEMPT_KILL_MS);
+        break;
+    case SP_TERM:
+        if (mono_ms >= w->stop_deadline) {
+            worker_signal(w, SIGKILL);
+            w->stop_phase = SP_KILLED;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+json_t *worker_report_json(const Worker *w)
+{
+    json_t *o = json_pack("{sI sI si si ss}", "job", (json_int_t)w->key.job, "run",
+                          (json_int_t)w->key.run, "rank", (int)w->key.rank, "pid", (int)w->pid,
+                          "state", worker_state_name(w->state));
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "start_ms", w->start_ms ? json_integer(w->start_ms) : json_null());
+    if (worker_ended(w)) {
+        json_object_set_new(o, "exit_code",
+                            w->has_exit_code ? json_integer(w->exit_code) : json_null());
+        json_object_set_new(o, "signal", json_integer(w->signal));
+        json_object_set_new(o, "end_ms", json_integer(w->end_ms));
+    }
+    if (w->checkpoint) {
+        json_object_set_new(o, "checkpoint", json_string(w->checkpoint));
+        json_object_set_new(o, "checkpoint_ms", json_integer(w->checkpoint_ms));
+    }
+    if (w->error)
+        json_object_set_new(o, "error", json_string(w->error));
+    if (w->peak_memory_mib)
+        json_object_set_new(o, "peak_memory_mib", json_integer((json_int_t)w->peak_memory_mib));
+    return o;
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+int worker_table_save(const char *path, const char *machine_boot_id, Worker *const *w, size_t n)
+{
+    json_t *arr = json_array();
+    json_t *root = json_pack("{si ss so}", "version", TABLE_VERSION, "machine_boot_id",
+                             machine_boot_id ? machine_boot_id : "", "workers", arr);
+    if (!root)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const Worker *x = w[i];
+        if (x->state == WK_PENDING)
+            continue;
+        json_t *o = json_object();
+        json_object_set_new(o, "job", json_integer(x->key.job));
+        json_object_set_new(o, "run", json_integer(x->key.run));
+        json_object_set_new(o, "rank", json_integer(x->key.rank));
+        json_object_set(o, "spec", x->spec ? x->spec : json_null());
+        json_object_set_new(o, "state", json_string(worker_state_name(x->state)));
+        json_object_set_new(o, "error", str_or_null(x->error));
+        json_object_set_new(o, "pid", json_integer(x->pid));
+        json_object_set_new(o, "start_ticks", json_integer((json_int_t)x->start_ticks));
+        json_object_set_new(o, "start_ms", json_integer(x->start_ms));
+        json_object_set_new(o, "end_ms", json_integer(x->end_ms));
+        json_object_set_new(o, "exit_code",
+                            x->has_exit_code ? json_integer(x->exit_code) : json_null());
+        json_object_set_new(o, "signal", json_integer(x->signal));
+        json_object_set_new(o, "checkpoint", str_or_null(x->checkpoint));
+        json_object_set_new(o, "checkpoint_ms", json_integer(x->checkpoint_ms));
+        json_object_set_new(o, "latest_mtime_ns", json_integer(x->latest_mtime_ns));
+        json_object_set_new(o, "latest_size", json_integer(x->latest_size));
+        json_object_set_new(o, "ckpt_dir", str_or_null(x->ckpt_dir));
+        json_object_set_new(o, "log_path", str_or_null(x->log_path));
+        json_object_set_new(o, "log_base", json_integer(x->log_base));
+        json_object_set_new(o, "log_sent", json_integer(x->log_sent));
+        json_object_set_new(o, "peak_memory_mib", json_integer((json_int_t)x->peak_memory_mib));
+        if (json_array_append_new(arr, o) < 0) {
+            json_decref(root);
+            return -ENOMEM;
+        }
+    }
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+    json_decref(root);
+    if (!text)
+        return -ENOMEM;
+    int r = afile_write_atomic(path, text, strlen(text));
+    free(text);
+    return r;
+}
+
+static int64_t get_i64(json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(o, k));
+}
+
+static const char *get_str(json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* One record of the table, or NULL (err set) when it is not one. */
+static Worker *record_load(json_t *o, bool same_boot, Buf *err)
+{
+    WorkerKey key;
+    if (assign_key(o, &key.job, &key.run, &key.rank) < 0) {
+        buf_puts(err, "a record lacks job, run or rank");
+        return NULL;
+    }
+    const char *state = get_str(o, "state");
+    uint8_t st = WK_PENDING;
+    for (uint8_t s = WK_RUNNING; s <= WK_FAILED; s++)
+        if (state && !strcmp(state, worker_state_name(s)))
+            st = s;
+    if (st == WK_PENDING) {
+        buf_printf(err, "job %lld rank %u: unknown state", (long long)key.job, key.rank);
+        return NULL;
+    }
+    json_t *spec = json_object_get(o, "spec");
+    Worker *w = worker_new(&key, spec ? spec : json_null());
+    if (!w) {
+        buf_puts(err, "out of memory");
+        return NULL;
+    }
+    w->state = st;
+    set_str(&w->error, get_str(o, "error"));
+    w->pid = (pid_t)get_i64(o, "pid");
+    w->start_ticks = (uint64_t)get_i64(o, "start_ticks");
+    w->start_ms = get_i64(o, "start_ms");
+    w->end_ms = get_i64(o, "end_ms");
+    json_t *ec = json_object_get(o, "exit_code");
+    w->has_exit_code = json_is_integer(ec);
+    w->exit_code = (int)json_integer_value(ec);
+    w->signal = (int)get_i64(o, "signal");
+    set_str(&w->checkpoint, get_str(o, "checkpoint"));
+    w->checkpoint_ms = get_i64(o, "checkpoint_ms");
+    w->latest_mtime_ns = get_i64(o, "latest_mtime_ns");
+    w->latest_size = get_i64(o, "latest_size");
+    set_str(&w->ckpt_dir, get_str(o, "ckpt_dir"));
+    set_str(&w->log_path, get_str(o, "log_path"));
+    w->log_base = get_i64(o, "log_base");
+    w->log_sent = get_i64(o, "log_sent");
+    w->peak_memory_mib = (uint64_t)get_i64(o, "peak_memory_mib");
+    if (w->state == WK_RUNNING) {
+        uint64_t ticks;
+        char ps;
+        if (same_boot && w->pid > 0 && proc_stat(w->pid, &ticks, &ps) == 0 &&
+            ticks == w->start_ticks && ps != 'Z' && ps != 'X') {
+            w->adopted = true;
+            if (w->a.checkpoint_interval_ms > 0)
+                w->next_checkpoint = agent_mono_ms() + w->a.checkpoint_interval_ms;
+        } else {
+            ended_unknown(w, "ended while the agent was down");
+        }
+    }
+    return w;
+}
+
+int worker_table_load(const char *path, const char *machine_boot_id, Worker ***ret, size_t *ret_n,
+                      Buf *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int r = file_read_all(path, &text, &len);
+    if (r == -ENOENT) {
+        *ret = NULL;
+        *ret_n = 0;
+        return 0;
+    }
+    if (r < 0) {
+        buf_printf(err, "%s: %s", path, strerror(-r));
+        return r;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    free(text);
+    json_t *arr = json_object_get(root, "workers");
+    if (!root || !json_is_array(arr) || get_i64(root, "version") != TABLE_VERSION) {
+        buf_printf(err, "%s: not a worker table of this agent version%s%s", path, root ? "" : ": ",
+                   root ? "" : jerr.text);
+        json_decref(root);
+        return -EINVAL;
+    }
+    const char *boot = get_str(root, "machine_boot_id");
+    bool same_boot = boot && machine_boot_id && !strcmp(boot, machine_boot_id);
+    size_t n = json_array_size(arr);
+    Worker **list = calloc(n ? n : 1, sizeof(*list));
+    if (!list) {
+        json_decref(root);
+        buf_puts(err, "out of memory");
+        return -ENOMEM;
+    }
+    size_t got = 0;
+    r = 0;
+    for (size_t i = 0; i < n && !r; i++) {
+        Buf why = {0};
+        Worker *w = record_load(json_array_get(arr, i), same_boot, &why);
+        if (!w) {
+            buf_printf(err, "%s: record %zu: %s", path, i, buf_str(&why));
+            r = -EINVAL;
+        } else {
+            list[got++] = w;
+        }
+        buf_free(&why);
+    }
+    json_decref(root);
+    if (r < 0) {
+        for (size_t i = 0; i < got; i++)
+            worker_free(list[i]);
+        free(list);
+        return r;
+    }
+    *ret = list;
+    *ret_n = got;
+    return 0;
+}

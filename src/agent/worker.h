@@ -1,0 +1,133 @@
+/* worker.h: the agent's record of one worker process, from launch to the moment the
+ * server says to forget it: reaping, the checkpoint file it writes, the checkpoint
+ * and stop signals it gets, and the table of all of them kept in
+ * <state-dir>/workers.json so a restarted agent finds the workers still running.
+ *
+ * A worker's process group is its pid (launch_spawn makes it so), and every signal
+ * goes to the group, so a launcher such as torchrun and the ranks it forks all get it.
+ * Stopping is a small state machine advanced on every loop iteration; nothing here
+ * blocks. A worker found again after an agent restart ("adopted") is not the new
+ * agent's child: its end is seen in /proc, and its exit status cannot be known. */
+#pragma once
+
+#include "agent/assign.h"
+#include "util/buf.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef enum WorkerState {
+    WK_PENDING, /* assigned, waiting for its GPUs to take the granted shape; not reported */
+    WK_RUNNING,
+    WK_EXITED,
+    WK_FAILED, /* could not be started; error says why */
+} WorkerState;
+
+typedef enum StopPhase {
+    SP_NONE,
+    SP_CHECKPOINT, /* preempt: checkpoint signal sent, waiting for LATEST or grace_ms */
+    SP_SETTLE,     /* preempt: LATEST changed; a moment for the worker to finish writing */
+    SP_TERM,       /* SIGTERM sent, SIGKILL at the deadline */
+    SP_KILLED,
+} StopPhase;
+
+#define WORKER_SETTLE_MS       500   /* after LATEST changed, before SIGTERM */
+#define WORKER_PREEMPT_KILL_MS 10000 /* SIGTERM to SIGKILL when preempting */
+#define WORKER_LATEST_MAX      4096  /* bytes of LATEST read */
+
+typedef struct WorkerKey {
+    int64_t job, run;
+    uint32_t rank;
+} WorkerKey;
+
+typedef struct Worker {
+    WorkerKey key;
+    json_t *spec;             /* the assignment as the server sent it (owned reference) */
+    Assignment a;             /* parsed from spec; zeroed when it did not parse */
+    uint8_t state;            /* WorkerState */
+    char *error;              /* WK_FAILED, or an exit whose status is unknown */
+    pid_t pid;                /* also its process group; 0 when none ran */
+    uint64_t start_ticks;     /* /proc/PID/stat starttime, to tell a reused pid */
+    int64_t start_ms, end_ms; /* wall clock; 0 when not (yet) */
+    bool adopted;             /* started by an earlier agent process */
+    bool has_exit_code;       /* WK_EXITED: exit_code is known */
+    int exit_code;
+    int signal;              /* WK_EXITED: the signal that killed it, or 0 */
+    char *checkpoint;        /* the content of LATEST, trimmed; NULL before one */
+    int64_t checkpoint_ms;   /* LATEST's mtime */
+    int64_t latest_mtime_ns; /* LATEST as last seen (0: absent) */
+    int64_t latest_size;
+    char *ckpt_dir; /* GPUORCH_CHECKPOINT_DIR */
+    char *log_path;
+    int64_t log_base;         /* the log's size when this run started: byte 0 of its upload */
+    int64_t log_sent;         /* bytes of this run's log the server holds */
+    uint64_t peak_memory_mib; /* 0: unknown */
+
+    /* not persisted: a restarted agent starts these afresh */
+    int64_t pending_since;   /* monotonic ms the worker began waiting for its GPUs */
+    int64_t next_checkpoint; /* monotonic ms of the next periodic checkpoint signal */
+    uint8_t stop_mode;       /* WorkerStop being carried out */
+    uint8_t stop_phase;      /* StopPhase */
+    int64_t stop_deadline;   /* monotonic ms */
+    int64_t stop_latest_ns;  /* LATEST's mtime when the checkpoint signal went */
+    int log_status;          /* last non-200 status of a log upload, to log it once */
+} Worker;
+
+int64_t agent_wall_ms(void);
+int64_t agent_mono_ms(void);
+
+static inline bool worker_key_eq(const WorkerKey *a, const WorkerKey *b)
+{
+    return a->job == b->job && a->run == b->run && a->rank == b->rank;
+}
+static inline bool worker_live(const Worker *w)
+{
+    return w->state == WK_RUNNING;
+}
+static inline bool worker_ended(const Worker *w)
+{
+    return w->state == WK_EXITED || w->state == WK_FAILED;
+}
+
+/* A pending worker for an assignment (spec's reference is taken). When spec does not
+ * parse, the worker is WK_FAILED with the reason. NULL on out of memory. */
+Worker *worker_new(const WorkerKey *key, json_t *spec);
+void worker_free(Worker *w);
+const char *worker_state_name(uint8_t state);
+
+/* The worker ran: record pid, start time and the checkpoint baseline. */
+void worker_started(Worker *w, pid_t pid, int64_t mono_ms);
+/* The worker could not start. */
+void worker_failed(Worker *w, const char *why);
+
+/* /proc/PID/stat's start time and state letter. -ENOENT when no such process. */
+int proc_stat(pid_t pid, uint64_t *ret_ticks, char *ret_state);
+
+/* Has the worker ended? Reaps a child (WNOHANG); watches /proc for an adopted one.
+ * True when the state changed. */
+bool worker_reap(Worker *w);
+
+/* Read LATEST when it changed. True when checkpoint changed. */
+bool worker_watch_checkpoint(Worker *w);
+
+/* Send sig to the worker's process group. */
+void worker_signal(Worker *w, int sig);
+
+/* Begin (or escalate: cancel overrides preempt) a stop. */
+void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms);
+/* Periodic checkpoint signals and the stop machine's deadlines. */
+void worker_advance(Worker *w, int64_t mono_ms);
+
+/* The worker as the heartbeat reports it (docs/api.md). New reference. */
+json_t *worker_report_json(const Worker *w);
+
+/* Save the running and ended workers (not the pending) to path atomically. */
+int worker_table_save(const char *path, const char *machine_boot_id, Worker *const *w, size_t n);
+/* Load path. Running workers whose process is still there (same machine boot, same
+ * pid start time) come back adopted; the others come back exited with an unknown
+ * status ("ended while the agent was down"). No file: an empty table. */
+int worker_table_load(const char *path, const char *machine_boot_id, Worker ***ret, size_t *ret_n,
+                      Buf *err);

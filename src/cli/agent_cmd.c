@@ -1,0 +1,144 @@
+/* agent_cmd.c: `gpuorch agent`, the node agent in the foreground. SIGINT and SIGTERM
+ * end the agent but not its workers: they run in their own process groups, and the
+ * next agent started with the same --state-dir finds them again (workers.json). */
+#include "agent/agent.h"
+#include "agent/worker.h"
+#include "cli/cli.h"
+#include "util/log.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t quit_requested;
+
+static void on_quit(int sig)
+{
+    (void)sig;
+    quit_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gpuorch agent --server URL --token TOKEN [--node NAME] [--address ADDR]\n"
+            "                     [--gpus nvml|sim:MODEL:COUNT] [--state-dir DIR]\n"
+            "                     [--checkpoint-root DIR]\n\n"
+            "Runs the node agent in the foreground: reports this node's GPUs and workers to\n"
+            "the server, applies MIG layouts, starts and stops workers, ships their logs.\n\n"
+            "  --server URL          the gpuorch server (or GPUORCH_SERVER)\n"
+            "  --token TOKEN         an agent token (or GPUORCH_TOKEN)\n"
+            "  --node NAME           this node's name in the cluster file (default: hostname)\n"
+            "  --address ADDR        where other nodes reach this one: the MASTER_ADDR of gangs\n"
+            "                        whose rank 0 runs here (default: the node name)\n"
+            "  --gpus SPEC           nvml (default): the real GPUs through the NVIDIA driver;\n"
+            "                        sim:MODEL:COUNT: simulated ones (sim:A100-80GB:8)\n"
+            "  --state-dir DIR       worker table, logs, checkpoints (default ./var/agent-NODE)\n"
+            "  --checkpoint-root DIR where GPUORCH_CHECKPOINT_DIR lives (default\n"
+            "                        STATE-DIR/checkpoints)\n\n"
+            "SIGINT/SIGTERM stop the agent and leave its workers running; an agent started\n"
+            "again with the same state directory takes them back. See docs/agent.md.\n");
+}
+
+int cmd_agent(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"server", required_argument, NULL, 's'},
+        {"token", required_argument, NULL, 't'},
+        {"node", required_argument, NULL, 'n'},
+        {"address", required_argument, NULL, 'a'},
+        {"gpus", required_argument, NULL, 'g'},
+        {"state-dir", required_argument, NULL, 'd'},
+        {"checkpoint-root", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    AgentOptions o = {
+        .server_url = getenv("GPUORCH_SERVER"),
+        .token = getenv("GPUORCH_TOKEN"),
+        .gpus = "nvml",
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "s:t:n:a:g:d:c:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            o.server_url = optarg;
+            break;
+        case 't':
+            o.token = optarg;
+            break;
+        case 'n':
+            o.node = optarg;
+            break;
+        case 'a':
+            o.address = optarg;
+            break;
+        case 'g':
+            o.gpus = optarg;
+            break;
+        case 'd':
+            o.state_dir = optarg;
+            break;
+        case 'c':
+            o.checkpoint_root = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "gpuorch agent: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (!o.server_url || !*o.server_url) {
+        fprintf(stderr, "gpuorch agent: --server (or GPUORCH_SERVER) is required\n");
+        return 2;
+    }
+    if (!o.token || !*o.token) {
+        fprintf(stderr, "gpuorch agent: --token (or GPUORCH_TOKEN) is required: an agent token "
+                        "from 'gpuorch token create --role agent'\n");
+        return 2;
+    }
+    char host[256];
+    if (!o.node) {
+        if (gethostname(host, sizeof(host)) < 0 || !host[0]) {
+            fprintf(stderr, "gpuorch agent: --node is required (no hostname)\n");
+            return 2;
+        }
+        host[sizeof(host) - 1] = '\0';
+        o.node = host;
+    }
+    char state_dir[512];
+    if (!o.state_dir) {
+        snprintf(state_dir, sizeof(state_dir), "./var/agent-%s", o.node);
+        o.state_dir = state_dir;
+    }
+
+    struct sigaction sa = {.sa_handler = on_quit};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    Agent *a = NULL;
+    Buf err = {0};
+    if (agent_open(&o, &a, &err) < 0) {
+        fprintf(stderr, "gpuorch agent: %s\n", buf_str(&err));
+        buf_free(&err);
+        return 1;
+    }
+    buf_free(&err);
+    agent_run(a, &quit_requested);
+    log_info("event=agent_stop workers_left_running=%zu", agent_worker_count(a, WK_RUNNING));
+    agent_close(a);
+    return 0;
+}
