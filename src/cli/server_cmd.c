@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
             "                      [--listen HOST:PORT] [--data-dir DIR]\n"
-            "                      [--heartbeat-ms N] [--lost-after-ms N]\n\n"
+            "                      [--heartbeat-ms N] [--lost-after-ms N] [--min-runtime-s N]\n\n"
             "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
             "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
             "  --db URL            the store (default " DEFAULT_DB ")\n"
@@ -34,6 +35,7 @@ static void usage(FILE *f)
             "  --data-dir DIR      admin.token and job logs (default: the database's directory)\n"
             "  --heartbeat-ms N    how often agents report (default 500)\n"
             "  --lost-after-ms N   silence after which a node is lost (default 15000)\n"
+            "  --min-runtime-s N   how long a job runs before it may be preempted (default 300)\n"
             "On the first start an admin token is written to DIR/admin.token (mode 0600).\n");
 }
 
@@ -74,17 +76,6 @@ static int parse_ms_flag(const char *flag, const char *v, int64_t *ret)
     return 0;
 }
 
-/* "gpuorch server listening on http://HOST:PORT", with the port the system chose. */
-static void print_listening(const char *listen, int port)
-{
-    const char *colon = listen[0] == '[' ? strstr(listen, "]:") : strrchr(listen, ':');
-    int host_len = colon ? (int)(colon - listen) + (listen[0] == '[') : (int)strlen(listen);
-    const char *host = host_len ? listen : "0.0.0.0";
-    if (!host_len)
-        host_len = 7;
-    printf("gpuorch server listening on http://%.*s:%d\n", host_len, host, port);
-}
-
 int cmd_server(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -94,6 +85,7 @@ int cmd_server(int argc, char **argv)
         {"data-dir", required_argument, NULL, 'D'},
         {"heartbeat-ms", required_argument, NULL, 'H'},
         {"lost-after-ms", required_argument, NULL, 'L'},
+        {"min-runtime-s", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -101,7 +93,7 @@ int cmd_server(int argc, char **argv)
     const char *listen = DEFAULT_LISTEN, *data_dir = NULL;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:m:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             o.config_path = optarg;
@@ -123,6 +115,18 @@ int cmd_server(int argc, char **argv)
             if (parse_ms_flag("--lost-after-ms", optarg, &o.lost_after_ms) < 0)
                 return 2;
             break;
+        case 'm': {
+            int64_t v;
+            if (parse_i64(optarg, &v) < 0 || v < 0 || v > INT64_MAX / 1000) {
+                fprintf(stderr,
+                        "gpuorch server: --min-runtime-s must be a whole number of seconds, not "
+                        "'%s'\n",
+                        optarg);
+                return 2;
+            }
+            o.min_runtime_ms = v * 1000;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -138,6 +142,15 @@ int cmd_server(int argc, char **argv)
             fprintf(stderr, "gpuorch server: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 2;
+    }
+
+    Buf err = {0};
+    _cleanup_free_ char *host = NULL, *port = NULL;
+    int r = http_parse_listen(listen, &host, &port, &err);
+    if (r < 0) {
+        fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
+        buf_free(&err);
+        return r == -EINVAL ? 2 : 1;
     }
 
     _cleanup_free_ char *dir = NULL;
@@ -160,11 +173,10 @@ int cmd_server(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    Buf err = {0};
     Server *s = NULL;
     HttpServer *h = NULL;
     _cleanup_free_ char *token_path = NULL;
-    int r = server_open(&o, &s, &err);
+    r = server_open(&o, &s, &err);
     if (r < 0) {
         fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
         buf_free(&err);
@@ -177,7 +189,8 @@ int cmd_server(int argc, char **argv)
         server_close(s);
         return r == -EINVAL ? 2 : 1;
     }
-    print_listening(listen, http_server_port(h));
+    printf("gpuorch server listening on http://%s%s%s:%d\n", strchr(host, ':') ? "[" : "",
+           *host ? host : "0.0.0.0", strchr(host, ':') ? "]" : "", http_server_port(h));
     if (token_path)
         printf("admin token written to %s\n", token_path);
     fflush(stdout);

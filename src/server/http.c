@@ -382,9 +382,7 @@ json_t *http_body_json(const HttpRequest *rq, HttpResponse *rp)
     return v;
 }
 
-/* "HOST:PORT", "[V6]:PORT" or ":PORT" (every address) into a bound, listening,
- * non-blocking socket. */
-static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
+int http_parse_listen(const char *addr, char **ret_host, char **ret_port, Buf *err)
 {
     _cleanup_free_ char *host = NULL;
     const char *port;
@@ -407,12 +405,26 @@ static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
     }
     if (!host)
         return -ENOMEM;
-    char *end;
-    long p = strtol(port, &end, 10);
-    if (!*port || *end || p < 0 || p > 65535) {
+    size_t digits = strspn(port, "0123456789");
+    if (!*port || port[digits] || digits > 5 || atoi(port) > 65535) {
         buf_printf(err, "bad listen address '%s': the port must be a number from 0 to 65535", addr);
         return -EINVAL;
     }
+    char *p = strdup(port);
+    if (!p)
+        return -ENOMEM;
+    *ret_host = TAKE_PTR(host);
+    *ret_port = p;
+    return 0;
+}
+
+/* A listen address into a bound, listening, non-blocking socket. */
+static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
+{
+    _cleanup_free_ char *host = NULL, *port = NULL;
+    int r = http_parse_listen(addr, &host, &port, err);
+    if (r < 0)
+        return r;
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};

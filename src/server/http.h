@@ -52,6 +52,11 @@ json_t *http_body_json(const HttpRequest *rq, HttpResponse *rp);
 
 typedef struct HttpServer HttpServer;
 
+/* Split a listen address, "HOST:PORT", "[IPV6]:PORT" or ":PORT" (every address), into
+ * its host ("" for every address) and port (malloc'd). -EINVAL with err set when it is
+ * malformed. */
+int http_parse_listen(const char *listen, char **ret_host, char **ret_port, Buf *err);
+
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]) with a pool of worker threads. 0 or a negative
  * errno with err set ("cannot listen on 127.0.0.1:8080: Address already in use"). */
 int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err);

@@ -12,6 +12,16 @@ GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
 . "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || fail "curl is needed"
 
+# ---- bad flags: usage, exit 2 ----
+run 2 "$GPUORCH" server
+err_has "--config FILE is required"
+run 2 "$GPUORCH" server --config examples/cluster-demo.yaml --heartbeat-ms soon
+err_has "heartbeat-ms must be a whole number"
+run 2 "$GPUORCH" server --config examples/cluster-demo.yaml --listen 127.0.0.1:99999 \
+    --db "sqlite:$T/gpuorch.db"
+err_has "the port must be a number"
+[ ! -e "$T/gpuorch.db" ] && [ ! -e "$T/admin.token" ] || fail "a bad flag left files behind"
+
 "$GPUORCH" server --config examples/cluster-demo.yaml --db "sqlite:$T/gpuorch.db" \
     --listen 127.0.0.1:0 >"$T/server.out" 2>"$T/server.err" &
 PID=$!
@@ -50,6 +60,12 @@ submit() {
 error_has() {
     json_ok "$T/out" "'$1' in d['error']"
 }
+
+# a second server cannot take the same port
+mkdir "$T/second"
+run 1 "$GPUORCH" server --config examples/cluster-demo.yaml --db "sqlite:$T/second/db" \
+    --listen "${URL#http://}"
+err_has "cannot listen on ${URL#http://}: Address already in use"
 
 # ---- who may call what ----
 api 401 "" GET /api/v1/jobs
