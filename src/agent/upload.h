@@ -8,9 +8,10 @@
 #include "net/http_client.h"
 #include "util/buf.h"
 
-#define UPLOAD_CHUNK        (256 * 1024)
-#define UPLOAD_MAX_REQUESTS 8 /* per worker per call, so one chatty worker cannot stall the loop   \
-                               */
+#define UPLOAD_CHUNK (256 * 1024)
+#define UPLOAD_MAX_REQUESTS                                                                        \
+    8 /* per worker per call, so one chatty worker cannot stall the loop                           \
+       */
 
 /* Send what the server lacks of w's log. 0 when the server is up to date or the
  * request limit was reached; -EIO (err says why, *ret_status the HTTP status or 0)

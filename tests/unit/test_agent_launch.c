@@ -1,0 +1,476 @@
+/* test_agent_launch.c: real worker processes, as the agent starts and tracks them
+ * (agent/launch.c, agent/worker.c). A shell child is forked and exec'd with the
+ * worker environment, reaped with its exit code, its output found in its log; an
+ * unrunnable command fails with the exec errno and leaves no child; a command is found
+ * in the PATH the job sets; signals reach the whole process group; a preemption
+ * checkpoints (LATEST) and then terminates without waiting out the grace; a periodic
+ * checkpoint signal arrives; a worker that ignores SIGTERM is killed after the grace;
+ * and the worker table brings back a live process started by an earlier "agent"
+ * (and reports honestly the ones that ended meanwhile or whose pid was reused). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "agent/afile.h"
+#include "agent/launch.h"
+#include "agent/worker.h"
+#include "util/file.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/gpuorch-launch-XXXXXX";
+
+static int setup(void **state)
+{
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static char *path_in(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *path_in(const char *fmt, ...)
+{
+    Buf b = {0};
+    buf_printf(&b, "%s/", dir);
+    va_list ap;
+    va_start(ap, fmt);
+    buf_vprintf(&b, fmt, ap);
+    va_end(ap);
+    return buf_steal(&b);
+}
+
+/* What the agent does for an assignment: directories, environment, spawn. Returns the
+ * spawn's result; *ret is the worker (running, or failed with the reason). */
+static int start(const char *spec_json, char *const *base_env, Worker **ret)
+{
+    json_t *spec = json_loads(spec_json, 0, NULL);
+    assert_non_null(spec);
+    WorkerKey key;
+    assert_int_equal(assign_key(spec, &key.job, &key.run, &key.rank), 0);
+    Worker *w = worker_new(&key, spec);
+    json_decref(spec);
+    assert_non_null(w);
+    assert_int_equal(w->state, WK_PENDING);
+    w->ckpt_dir = path_in("ckpt/%lld", (long long)key.job);
+    assert_int_equal(afile_mkdir_p(w->ckpt_dir), 0);
+    char *logs = path_in("logs");
+    assert_int_equal(afile_mkdir_p(logs), 0);
+    free(logs);
+    w->log_path = path_in("logs/%lld-%u.log", (long long)key.job, key.rank);
+    char **env = NULL;
+    Buf err = {0};
+    assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, base_env, &env, &err), 0);
+    pid_t pid;
+    int r = launch_spawn(w->a.argv, env, w->log_path, &pid, &err);
+    launch_env_free(env);
+    if (r == 0)
+        worker_started(w, pid, agent_mono_ms());
+    else
+        worker_failed(w, buf_str(&err));
+    buf_free(&err);
+    *ret = w;
+    return r;
+}
+
+/* Run the agent's per-tick calls until the worker ends (or ms pass). */
+static bool until_ended(Worker *w, int ms)
+{
+    for (int t = 0; t < ms; t += 10) {
+        worker_watch_checkpoint(w);
+        if (worker_reap(w))
+            return true;
+        worker_advance(w, agent_mono_ms());
+        sleep_ms(10);
+    }
+    return false;
+}
+
+static char *read_file(const char *path)
+{
+    char *text = NULL;
+    size_t len;
+    assert_int_equal(file_read_all(path, &text, &len), 0);
+    return text;
+}
+
+/* Until path contains s (or 5 s pass). */
+static void wait_for_text(const char *path, const char *s)
+{
+    for (int t = 0; t < 500; t++) {
+        char *text = NULL;
+        size_t len;
+        bool found = file_read_all(path, &text, &len) == 0 && strstr(text, s);
+        free(text);
+        if (found)
+            return;
+        sleep_ms(10);
+    }
+    fail_msg("%s never showed '%s'", path, s);
+}
+
+static void test_exit_code_and_log(void **state)
+{
+    Worker *w;
+    char *base[] = {"PATH=/usr/bin:/bin", NULL};
+    assert_int_equal(start("{\"job\": 11, \"run\": 1, \"rank\": 1, \"world_size\": 2, "
+                           "\"command\": [\"/bin/sh\", \"-c\", \"echo $RANK; exit 3\"]}",
+                           base, &w),
+                     0);
+    assert_int_equal(w->state, WK_RUNNING);
+    assert_true(w->pid > 0);
+    assert_true(w->start_ms > 0);
+    assert_true(until_ended(w, 5000));
+    assert_int_equal(w->state, WK_EXITED);
+    assert_true(w->has_exit_code);
+    assert_int_equal(w->exit_code, 3);
+    assert_int_equal(w->signal, 0);
+    char *log = read_file(w->log_path);
+    assert_string_equal(log, "1\n");
+    free(log);
+
+    json_t *rep = worker_report_json(w);
+    assert_string_equal(json_string_value(json_object_get(rep, "state")), "exited");
+    assert_int_equal(json_integer_value(json_object_get(rep, "exit_code")), 3);
+    assert_int_equal(json_integer_value(json_object_get(rep, "rank")), 1);
+    assert_null(json_object_get(rep, "error"));
+    json_decref(rep);
+    worker_free(w);
+}
+
+static void test_exec_failure(void **state)
+{
+    Worker *w;
+    assert_int_equal(start("{\"job\": 12, \"run\": 1, \"rank\": 0, "
+                           "\"command\": [\"/nonexistent/program\", \"--flag\"]}",
+                           NULL, &w),
+                     -ENOENT);
+    assert_int_equal(w->state, WK_FAILED);
+    assert_string_equal(w->error, "cannot run '/nonexistent/program': No such file or directory");
+    /* the reason is in the log too, so `gpuorch logs` shows it */
+    char *log = read_file(w->log_path);
+    assert_string_equal(log, "gpuorch agent: cannot run '/nonexistent/program': No such file or "
+                             "directory\n");
+    free(log);
+    /* and the failed child is already reaped */
+    errno = 0;
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+    assert_int_equal(errno, ECHILD);
+
+    json_t *rep = worker_report_json(w);
+    assert_string_equal(json_string_value(json_object_get(rep, "state")), "failed");
+    assert_non_null(strstr(json_string_value(json_object_get(rep, "error")), "No such file"));
+    json_decref(rep);
+    worker_free(w);
+
+    /* not executable */
+    char *script = path_in("not-exec.sh");
+    FILE *f = fopen(script, "w");
+    fputs("#!/bin/sh\necho hi\n", f);
+    fclose(f);
+    Buf spec = {0};
+    buf_printf(&spec, "{\"job\": 13, \"run\": 1, \"rank\": 0, \"command\": [\"%s\"]}", script);
+    assert_int_equal(start(buf_str(&spec), NULL, &w), -EACCES);
+    assert_non_null(strstr(w->error, "Permission denied"));
+    worker_free(w);
+    buf_free(&spec);
+    free(script);
+}
+
+/* The command is looked up in the worker's PATH, which the job's env may set. */
+static void test_job_path(void **state)
+{
+    char *bin = path_in("bin");
+    assert_int_equal(afile_mkdir_p(bin), 0);
+    char *prog = path_in("bin/myprog");
+    FILE *f = fopen(prog, "w");
+    fputs("#!/bin/sh\necho \"myprog ran as rank $RANK of $WORLD_SIZE\"\n", f);
+    fclose(f);
+    chmod(prog, 0755);
+    Buf spec = {0};
+    buf_printf(&spec,
+               "{\"job\": 14, \"run\": 1, \"rank\": 0, \"command\": [\"myprog\"], "
+               "\"env\": {\"PATH\": \"%s:/usr/bin:/bin\"}}",
+               bin);
+    char *base[] = {"PATH=/usr/bin:/bin", NULL};
+    Worker *w;
+    assert_int_equal(start(buf_str(&spec), base, &w), 0);
+    assert_true(until_ended(w, 5000));
+    assert_int_equal(w->exit_code, 0);
+    char *log = read_file(w->log_path);
+    assert_string_equal(log, "myprog ran as rank 0 of 1\n");
+    free(log);
+    worker_free(w);
+    buf_free(&spec);
+    free(prog);
+    free(bin);
+}
+
+/* Cancel: SIGTERM to the group ends the shell and the child it waits for. */
+static void test_cancel_reaches_group(void **state)
+{
+    Worker *w;
+    assert_int_equal(start("{\"job\": 15, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", "
+                           "\"-c\", \"sleep 30 & echo child $!; wait\"]}",
+                           NULL, &w),
+                     0);
+    assert_int_equal(getpgid(w->pid), w->pid); /* its own process group */
+    wait_for_text(w->log_path, "child ");
+    char *log = read_file(w->log_path);
+    pid_t child = (pid_t)atoi(strstr(log, "child ") + 6);
+    free(log);
+    assert_true(child > 0);
+    assert_int_equal(getpgid(child), w->pid);
+
+    worker_request_stop(w, WSTOP_CANCEL, agent_mono_ms());
+    assert_int_equal(w->stop_phase, SP_TERM);
+    assert_true(until_ended(w, 5000));
+    assert_false(w->has_exit_code);
+    assert_int_equal(w->signal, SIGTERM);
+    json_t *rep = worker_report_json(w);
+    assert_true(json_is_null(json_object_get(rep, "exit_code")));
+    assert_int_equal(json_integer_value(json_object_get(rep, "signal")), SIGTERM);
+    json_decref(rep);
+    /* the grandchild got it too (gone, or a zombie waiting for init) */
+    uint64_t ticks;
+    char st = 0;
+    for (int t = 0; t < 200 && proc_stat(child, &ticks, &st) == 0 && st != 'Z'; t++)
+        sleep_ms(10);
+    assert_true(proc_stat(child, &ticks, &st) == -ENOENT || st == 'Z');
+    worker_free(w);
+}
+
+static const char *ckpt_script =
+    "trap 'echo \\\"$GPUORCH_CHECKPOINT_DIR/ckpt-$n\\\" > "
+    "\\\"$GPUORCH_CHECKPOINT_DIR/LATEST.tmp\\\"; "
+    "mv \\\"$GPUORCH_CHECKPOINT_DIR/LATEST.tmp\\\" \\\"$GPUORCH_CHECKPOINT_DIR/LATEST\\\"' USR1; "
+    "trap 'exit 143' TERM; n=7; echo ready; while :; do sleep 0.05; n=$((n+1)); done";
+
+/* Preempt: checkpoint signal, LATEST changes, a short moment, SIGTERM; the worker does
+ * not sit out its 20 s grace. */
+static void test_preempt(void **state)
+{
+    Buf spec = {0};
+    buf_printf(&spec,
+               "{\"job\": 16, \"run\": 1, \"rank\": 0, \"grace_ms\": 20000, "
+               "\"command\": [\"/bin/sh\", \"-c\", \"%s\"]}",
+               ckpt_script);
+    Worker *w;
+    assert_int_equal(start(buf_str(&spec), NULL, &w), 0);
+    wait_for_text(w->log_path, "ready");
+    int64_t t0 = agent_mono_ms();
+    worker_request_stop(w, WSTOP_PREEMPT, t0);
+    assert_int_equal(w->stop_phase, SP_CHECKPOINT);
+    assert_true(until_ended(w, 8000));
+    assert_true(agent_mono_ms() - t0 < 5000);
+    assert_true(w->has_exit_code);
+    assert_int_equal(w->exit_code, 143);
+    assert_non_null(w->checkpoint);
+    char *want = path_in("ckpt/16/ckpt-");
+    assert_memory_equal(w->checkpoint, want, strlen(want));
+    free(want);
+    assert_true(w->checkpoint_ms > 0);
+    json_t *rep = worker_report_json(w);
+    assert_string_equal(json_string_value(json_object_get(rep, "checkpoint")), w->checkpoint);
+    json_decref(rep);
+    worker_free(w);
+    buf_free(&spec);
+}
+
+/* checkpoint_interval_ms: the checkpoint signal comes by itself. */
+static void test_periodic_checkpoint(void **state)
+{
+    Buf spec = {0};
+    buf_printf(&spec,
+               "{\"job\": 17, \"run\": 1, \"rank\": 0, \"checkpoint_interval_ms\": 200, "
+               "\"checkpoint_signal\": \"SIGUSR1\", \"command\": [\"/bin/sh\", \"-c\", \"%s\"]}",
+               ckpt_script);
+    Worker *w;
+    assert_int_equal(start(buf_str(&spec), NULL, &w), 0);
+    wait_for_text(w->log_path, "ready");
+    bool seen = false;
+    for (int t = 0; t < 500 && !seen; t++) {
+        worker_advance(w, agent_mono_ms());
+        seen = worker_watch_checkpoint(w);
+        sleep_ms(10);
+    }
+    assert_true(seen);
+    assert_int_equal(w->state, WK_RUNNING);
+    worker_request_stop(w, WSTOP_CANCEL, agent_mono_ms());
+    assert_true(until_ended(w, 5000));
+    assert_int_equal(w->exit_code, 143);
+    worker_free(w);
+    buf_free(&spec);
+}
+
+/* A worker that ignores SIGTERM is killed when the grace runs out. */
+static void test_kill_after_grace(void **state)
+{
+    Worker *w;
+    assert_int_equal(start("{\"job\": 18, \"run\": 1, \"rank\": 0, \"grace_ms\": 300, "
+                           "\"command\": [\"/bin/sh\", \"-c\", \"trap '' TERM; echo ready; "
+                           "while :; do sleep 0.05; done\"]}",
+                           NULL, &w),
+                     0);
+    wait_for_text(w->log_path, "ready");
+    int64_t t0 = agent_mono_ms();
+    worker_request_stop(w, WSTOP_CANCEL, t0);
+    assert_true(until_ended(w, 5000));
+    assert_true(agent_mono_ms() - t0 >= 300);
+    assert_int_equal(w->signal, SIGKILL);
+    worker_free(w);
+}
+
+/* The table brings back a live worker of an earlier agent; one that died meanwhile,
+ * one on another boot, and one whose pid now belongs to another process come back
+ * ended with an unknown status. */
+static void test_table_reload(void **state)
+{
+    Worker *live, *done, *failed;
+    assert_int_equal(start("{\"job\": 20, \"run\": 2, \"rank\": 0, \"checkpoint_interval_ms\": "
+                           "60000, \"command\": [\"sleep\", \"30\"]}",
+                           NULL, &live),
+                     0);
+    assert_int_equal(start("{\"job\": 21, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", "
+                           "\"-c\", \"exit 4\"]}",
+                           NULL, &done),
+                     0);
+    assert_true(until_ended(done, 5000));
+    assert_int_equal(
+        start("{\"job\": 22, \"run\": 1, \"rank\": 0, \"command\": [\"/nonexistent\"]}", NULL,
+              &failed),
+        -ENOENT);
+    json_t *pspec =
+        json_loads("{\"job\": 23, \"run\": 1, \"rank\": 0, \"command\": [\"x\"]}", 0, NULL);
+    WorkerKey pk = {23, 1, 0};
+    Worker *pending = worker_new(&pk, pspec);
+    json_decref(pspec);
+    live->checkpoint = strdup("/ckpt/20/step-9");
+    live->checkpoint_ms = 1764500100000;
+    live->log_sent = 5;
+
+    char *table = path_in("workers.json");
+    Worker *all[] = {live, done, failed, pending};
+    assert_int_equal(worker_table_save(table, "boot-A", all, 4), 0);
+
+    Worker **back = NULL;
+    size_t n = 0;
+    Buf err = {0};
+    assert_int_equal(worker_table_load(table, "boot-A", &back, &n, &err), 0);
+    assert_int_equal(n, 3); /* the pending one is not saved: the server sends it again */
+    Worker *b = back[0];
+    assert_int_equal(b->key.job, 20);
+    assert_int_equal(b->key.run, 2);
+    assert_int_equal(b->state, WK_RUNNING);
+    assert_true(b->adopted);
+    assert_int_equal(b->pid, live->pid);
+    assert_int_equal(b->start_ticks, live->start_ticks);
+    assert_string_equal(b->a.argv[0], "sleep");
+    assert_int_equal(b->a.checkpoint_interval_ms, 60000);
+    assert_string_equal(b->checkpoint, "/ckpt/20/step-9");
+    assert_int_equal(b->checkpoint_ms, 1764500100000);
+    assert_string_equal(b->log_path, live->log_path);
+    assert_int_equal(b->log_sent, 5);
+    assert_int_equal(back[1]->state, WK_EXITED);
+    assert_true(back[1]->has_exit_code);
+    assert_int_equal(back[1]->exit_code, 4);
+    assert_int_equal(back[2]->state, WK_FAILED);
+    assert_string_equal(back[2]->error, failed->error);
+    assert_false(worker_reap(b)); /* still there */
+
+    /* the same table on another boot of the machine: nothing survived */
+    Worker **other = NULL;
+    size_t n_other = 0;
+    assert_int_equal(worker_table_load(table, "boot-B", &other, &n_other, &err), 0);
+    assert_int_equal(other[0]->state, WK_EXITED);
+    assert_false(other[0]->has_exit_code);
+    assert_string_equal(other[0]->error, "ended while the agent was down");
+    json_t *rep = worker_report_json(other[0]);
+    assert_string_equal(json_string_value(json_object_get(rep, "state")), "exited");
+    assert_true(json_is_null(json_object_get(rep, "exit_code")));
+    json_decref(rep);
+    for (size_t i = 0; i < n_other; i++)
+        worker_free(other[i]);
+    free(other);
+
+    /* the adopted worker ends: seen through /proc, status unknown */
+    kill(live->pid, SIGKILL);
+    bool ended = false;
+    for (int t = 0; t < 500 && !ended; t++) {
+        ended = worker_reap(b);
+        sleep_ms(10);
+    }
+    assert_true(ended);
+    assert_int_equal(b->state, WK_EXITED);
+    assert_false(b->has_exit_code);
+    assert_non_null(strstr(b->error, "exit status unknown"));
+    waitpid(live->pid, NULL, 0); /* this test is its real parent */
+
+    /* once it is gone, a reload reports it as having ended while the agent was down */
+    assert_int_equal(worker_table_load(table, "boot-A", &other, &n_other, &err), 0);
+    assert_int_equal(other[0]->state, WK_EXITED);
+    assert_string_equal(other[0]->error, "ended while the agent was down");
+    for (size_t i = 0; i < n_other; i++)
+        worker_free(other[i]);
+    free(other);
+
+    /* a recorded pid that now belongs to another process (its start time differs) */
+    live->pid = getpid();
+    live->start_ticks = 1;
+    live->state = WK_RUNNING;
+    Worker *reused[] = {live};
+    assert_int_equal(worker_table_save(table, "boot-A", reused, 1), 0);
+    assert_int_equal(worker_table_load(table, "boot-A", &other, &n_other, &err), 0);
+    assert_int_equal(n_other, 1);
+    assert_int_equal(other[0]->state, WK_EXITED);
+    assert_false(other[0]->adopted);
+    worker_free(other[0]);
+    free(other);
+
+    /* a damaged table is an error naming the file */
+    FILE *f = fopen(table, "w");
+    fputs("{\"version\": 1, \"workers\": [{\"job\": 1}]}", f);
+    fclose(f);
+    assert_int_equal(worker_table_load(table, "boot-A", &other, &n_other, &err), -EINVAL);
+    assert_non_null(strstr(buf_str(&err), "workers.json: record 0"));
+
+    for (size_t i = 0; i < n; i++)
+        worker_free(back[i]);
+    free(back);
+    for (size_t i = 0; i < 4; i++)
+        worker_free(all[i]);
+    free(table);
+    buf_free(&err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exit_code_and_log), cmocka_unit_test(test_exec_failure),
+        cmocka_unit_test(test_job_path),          cmocka_unit_test(test_cancel_reaches_group),
+        cmocka_unit_test(test_preempt),           cmocka_unit_test(test_periodic_checkpoint),
+        cmocka_unit_test(test_kill_after_grace),  cmocka_unit_test(test_table_reload),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
