@@ -25,7 +25,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define HTTP_THREADS        4
+/* More threads than cores: a submission's handler blocks until the store's commit is
+ * durable, and the requests waiting meanwhile on other threads share that commit. */
+#define HTTP_THREADS        8
 #define HTTP_CONN_LIMIT     1000
 #define HTTP_CONN_TIMEOUT   30 /* seconds a connection may stay silent */
 #define HTTP_LISTEN_BACKLOG 1024
