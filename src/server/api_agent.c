@@ -103,7 +103,9 @@ static void mark_unreported(Server *s, uint32_t node)
 static void fold_unreported(Server *s, uint32_t node, int64_t now, Changes *ch)
 {
     size_t n = s->n_holding;
-    ServerJob **jobs = malloc((n ? n : 1) * sizeof(*jobs));
+    if (!n)
+        return;
+    ServerJob **jobs = malloc(n * sizeof(*jobs));
     if (!jobs)
         return;
     memcpy(jobs, s->holding, n * sizeof(*jobs));

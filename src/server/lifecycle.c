@@ -288,10 +288,11 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
               (long long)(now_ms - ns->last_seen_ms));
     /* walk a copy: finishing a run takes the job off the holding list */
     size_t n = s->n_holding;
-    ServerJob **jobs = malloc((n ? n : 1) * sizeof(*jobs));
-    if (!jobs)
+    ServerJob **jobs = n ? malloc(n * sizeof(*jobs)) : NULL;
+    if (n && !jobs)
         return;
-    memcpy(jobs, s->holding, n * sizeof(*jobs));
+    if (n)
+        memcpy(jobs, s->holding, n * sizeof(*jobs));
     for (size_t i = 0; i < n; i++) {
         ServerJob *j = jobs[i];
         bool hit = false;

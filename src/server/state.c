@@ -465,6 +465,46 @@ static bool may_act_for_team(const Caller *who, const char *team)
     return team && !strcmp(team, who->team);
 }
 
+/* Workers of r an empty node could take (GPUs, CPU and memory; whole-GPU and CPU-only
+ * asks, the ones a scope can make impossible). */
+static uint32_t empty_node_takes(const Cluster *c, const Node *n, const Request *r)
+{
+    const Pool *p = &c->pools[n->pool];
+    if (!(r->models & (1ull << n->model)) || (r->fabric && n->fabric != r->fabric) ||
+        !(r->tiers & (1u << p->tier)))
+        return 0;
+    uint32_t k = UINT32_MAX;
+    if (r->kind == REQ_GPUS && r->gpus)
+        k = n->n_gpus / r->gpus;
+    if (r->cpu_milli)
+        k = MIN(k, n->cpu_milli / r->cpu_milli);
+    if (r->memory_mib)
+        k = MIN(k, n->memory_mib / r->memory_mib);
+    return k;
+}
+
+/* Whether one node, leaf or spine (as the job's required scope says) could hold all of
+ * its workers when empty; place_job would otherwise leave it pending forever. */
+static bool fits_some_domain(const Cluster *c, const Request *r)
+{
+    if (!r->scope_required || r->scope == SCOPE_ANY || (r->kind != REQ_GPUS && r->kind != REQ_NONE))
+        return true;
+    size_t nd = r->scope == SCOPE_NODE ? c->n_nodes : c->n_switches + 1;
+    uint64_t *sum = calloc(nd ? nd : 1, sizeof(*sum));
+    if (!sum)
+        return true;
+    bool fits = false;
+    for (size_t i = 0; i < c->n_nodes && !fits; i++) {
+        const Node *n = &c->nodes[i];
+        uint32_t sw = r->scope == SCOPE_LEAF ? n->leaf : n->spine;
+        size_t d = r->scope == SCOPE_NODE ? i : sw == NO_SWITCH ? c->n_switches : sw;
+        sum[d] += empty_node_takes(c, n, r);
+        fits = sum[d] >= r->workers;
+    }
+    free(sum);
+    return fits;
+}
+
 /* Checks a job must pass before it is accepted; status code, err set. */
 static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
 {
@@ -521,6 +561,11 @@ static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
         return rc == -ENOMEM ? 500 : 422;
     }
     buf_free(&why);
+    if (!fits_some_domain(s->c, &r)) {
+        buf_printf(err, "job %s cannot run on cluster %s: no %s holds %u workers of what it asks",
+                   js->name, s->c->name, scope_name(r.scope), r.workers);
+        return 422;
+    }
     return 0;
 }
 
@@ -564,9 +609,13 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
         };
     }
     if (!status) {
-        StoreWrite w = {.inserts = ins, .n_inserts = n};
+        StoreEvent *ev = calloc(n, sizeof(*ev));
+        for (size_t i = 0; ev && i < n; i++)
+            ev[i] = (StoreEvent){.job = -(int64_t)(i + 1), .t_ms = now, .type = "submit"};
+        StoreWrite w = {.inserts = ins, .n_inserts = n, .events = ev, .n_events = ev ? n : 0};
         if (store_write(s->store, &w, err) < 0)
             status = 500;
+        free(ev);
     }
     if (!status) {
         pthread_mutex_lock(&s->lock);

@@ -148,9 +148,8 @@ typedef struct Server {
     ServerCounters counters;
 } Server;
 
-/* Load the cluster, open the store (migrating it), write admin.token on the first
- * start, load jobs and rebuild the allocation of the running ones, and start the
- * scheduler thread. 0, or a negative errno with err saying why. */
+/* Load the cluster, open the store (migrating it), load jobs and rebuild the allocation of the
+ * running ones, and start the scheduler thread. 0, or a negative errno with err saying why. */
 int server_open(const ServerOptions *o, Server **ret, Buf *err);
 void server_close(Server *s);
 
