@@ -44,7 +44,7 @@ start_agent() {
         AGENT_TOKEN=$("$GPUORCH" token create --role agent --name test) || fail "token create"
     fi
     GPUORCH_SIM_MIG_DELAY_MS=0 "$GPUORCH" agent --server "$URL" --token "$AGENT_TOKEN" --node "$1" \
-        --gpus "$2" --address 127.0.0.1 --state-dir "$T/agent-$1" 2>>"$T/agent-$1.log" &
+        --gpus "$2" --address 127.0.0.1 --state-dir "$T/agent-$1" --checkpoint-root "$T/ckpt" 2>>"$T/agent-$1.log" &
     pid=$!
     PIDS="$PIDS $pid"
     eval "AGENT_$(echo "$1" | tr -c 'a-zA-Z0-9\n' _)=$pid"
