@@ -158,7 +158,7 @@ int launch_env(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, const c
     }
     EnvList e = {0};
     for (char *const *p = base; p && *p; p++)
-        if (strchr(*p, '='))
+        if (strchr(*p, '=') && strncmp(*p, "GPUORCH_TOKEN=", 14)) /* the agent's secret */
             env_put(&e, strdup(*p));
     for (char **p = a->env; p && *p; p++)
         env_put(&e, strdup(*p));

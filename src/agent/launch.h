@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* The environment of a worker: base (the agent's own), then the job's env on top,
+/* The environment of a worker: base (the agent's own, less GPUORCH_TOKEN: the agent's
+ * credential is not the job's), then the job's env on top,
  * then what gpuorch sets on top of both: CUDA_VISIBLE_DEVICES (GPU UUIDs for whole
  * GPUs and MPS shares, the MIG device UUID for an instance), GPUORCH_JOB_ID,
  * GPUORCH_RUN, RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,

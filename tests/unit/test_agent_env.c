@@ -1,6 +1,7 @@
 /* test_agent_env.c: what a worker process sees (agent/launch.c launch_env), without
  * forking: the exact environment for whole GPUs, a MIG instance and an MPS share;
  * the order of precedence (agent's environment < job's env < gpuorch's variables);
+ * the agent's own token kept from the worker;
  * GPUORCH_RESUME_FROM only when resuming; rounding of the MPS thread percentage and
  * memory limit; and the answers for grants the node cannot honour (yet). */
 #include <setjmp.h>
@@ -96,8 +97,13 @@ static char *build(const char *json, char *const *base, int want_r)
 
 static void test_whole_gpus(void **state)
 {
-    char *base[] = {"PATH=/usr/bin:/bin",       "HOME=/root", "RANK=7",
-                    "GPUORCH_RESUME_FROM=/old", "MODEL=base", NULL};
+    char *base[] = {"PATH=/usr/bin:/bin",
+                    "HOME=/root",
+                    "RANK=7",
+                    "GPUORCH_RESUME_FROM=/old",
+                    "MODEL=base",
+                    "GPUORCH_TOKEN=gpo_secret",
+                    NULL};
     char *got = build("{\"job\": 17, \"run\": 2, \"rank\": 1, \"local_rank\": 0, "
                       "\"world_size\": 2, \"master_addr\": \"h100-0\", \"master_port\": 29517, "
                       "\"gpus\": [{\"index\": 1}, {\"index\": 0}], \"command\": [\"python3\", "
