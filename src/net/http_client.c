@@ -3,8 +3,8 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <stdio.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -135,10 +135,10 @@ int http_request(HttpClient *h, const char *method, const char *path, const char
     curl_slist_free_all(headers);
     int r = 0;
     if (rc != CURLE_OK) {
-        r = rc == CURLE_COULDNT_CONNECT ? -ECONNREFUSED
+        r = rc == CURLE_COULDNT_CONNECT      ? -ECONNREFUSED
             : rc == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
-            : rc == CURLE_OUT_OF_MEMORY ? -ENOMEM
-                                          : -EIO;
+            : rc == CURLE_OUT_OF_MEMORY      ? -ENOMEM
+                                             : -EIO;
         if (err)
             buf_printf(err, "cannot reach the gpuorch server at %s: %s", h->base,
                        curl_easy_strerror(rc));
