@@ -233,7 +233,9 @@ static void nvml_profile_name(Nvml *n, nvmlDevice_t dev, unsigned profile_index,
     const char *s = v.name;
     if (!strncasecmp(s, "MIG ", 4))
         s += 4;
-    snprintf(out, cap, "%s", s);
+    size_t len = strnlen(s, cap - 1);
+    memcpy(out, s, len);
+    out[len] = '\0';
 }
 
 /* The profile name of NVML GPU instance profile id: the catalogue's where it records

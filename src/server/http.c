@@ -474,7 +474,7 @@ int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err)
         return -ENOMEM;
     }
     bool v6 = false;
-    int fd;
+    int fd = -1;
     int r = listen_on(listen, &v6, &fd, err);
     if (r < 0) {
         auth_cache_free(h->cache);

@@ -88,12 +88,12 @@ static void put_milli(Buf *b, const char *k, uint64_t milli)
 {
     key(b, k);
     buf_printf(b, "%" PRIu64, milli / 1000);
-    if (milli % 1000) {
-        char frac[8];
-        snprintf(frac, sizeof(frac), "%03u", (unsigned)(milli % 1000));
-        for (size_t n = strlen(frac); frac[n - 1] == '0'; n--)
-            frac[n - 1] = '\0';
-        buf_printf(b, ".%s", frac);
+    unsigned frac = (unsigned)(milli % 1000);
+    if (frac) {
+        int digits = 3;
+        for (; frac % 10 == 0; frac /= 10)
+            digits--;
+        buf_printf(b, ".%0*u", digits, frac);
     }
 }
 
