@@ -328,16 +328,13 @@ static int gpu_mig(Buf *b, const json_t *mig)
     return 0;
 }
 
-static int gpu_item(Buf *b, const json_t *g, size_t i)
+/* What a GPU holds, after its index: " free", " whole 21", " mig [...]", ... */
+static int gpu_state(Buf *b, const json_t *g)
 {
-    json_int_t index;
-    if (!jint(g, "index", &index))
-        index = (json_int_t)i;
     const char *mode = jstr(g, "mode");
     const json_t *jobs = json_object_get(g, "jobs");
     size_t k;
     const json_t *j;
-    buf_printf(b, "%lld", (long long)index);
     if (mode && !strcmp(mode, "mig")) {
         if (gpu_mig(b, json_object_get(g, "mig")) < 0)
             return -ENOMEM;
@@ -369,35 +366,64 @@ static int gpu_item(Buf *b, const json_t *g, size_t i)
     return 0;
 }
 
+/* One item, its indexes first ("4" or "4-7"); an item wider than a line has its words
+ * go on as many lines as they need. */
+static void gpu_item(Packer *p, Buf *item, json_int_t first, json_int_t last, const char *state)
+{
+    buf_reset(item);
+    if (first == last)
+        buf_printf(item, "%lld%s", (long long)first, state);
+    else
+        buf_printf(item, "%lld-%lld%s", (long long)first, (long long)last, state);
+    if (!p->width || text_width(buf_str(item)) + p->indent <= p->width) {
+        pack_item(p, buf_str(item), "   ", 0);
+        return;
+    }
+    char *save = NULL;
+    bool first_word = true;
+    for (char *w = strtok_r(item->data, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        pack_item(p, w, first_word ? "   " : " ", 0);
+        first_word = false;
+    }
+}
+
+/* GPUs in a row of indexes that hold the same ("free", "whole 21") make one item,
+ * "4-7 free", so an eight-GPU node mostly takes one line. */
 static void gpu_map(Buf *out, const json_t *gpus, size_t width)
 {
     Packer p;
     pack_begin(&p, out, width, 2, 2);
-    Buf item = {0};
+    Buf item = {0}, state = {0}, run = {0};
+    json_int_t first = 0, last = -2;
     size_t i;
     const json_t *g;
     json_array_foreach(gpus, i, g)
     {
-        buf_reset(&item);
-        if (gpu_item(&item, g, i) < 0) {
+        json_int_t index;
+        if (!jint(g, "index", &index))
+            index = (json_int_t)i;
+        buf_reset(&state);
+        if (gpu_state(&state, g) < 0) {
             out->oom = true;
             break;
         }
-        if (!width || text_width(buf_str(&item)) + 2 <= width) {
-            pack_item(&p, buf_str(&item), "   ", 0);
+        if (index == last + 1 && !strcmp(buf_str(&state), buf_str(&run))) {
+            last = index;
             continue;
         }
-        /* wider than a line: its words go on as many lines as they need */
-        char *save = NULL;
-        bool first = true;
-        for (char *w = strtok_r(item.data, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
-            pack_item(&p, w, first ? "   " : " ", 0);
-            first = false;
-        }
+        if (last >= first)
+            gpu_item(&p, &item, first, last, buf_str(&run));
+        buf_reset(&run);
+        buf_puts(&run, buf_str(&state));
+        first = last = index;
     }
+    if (last >= first && !out->oom)
+        gpu_item(&p, &item, first, last, buf_str(&run));
     pack_end(&p);
-    out->oom |= item.oom;
+    out->oom |= item.oom || state.oom || run.oom;
     buf_free(&item);
+    buf_free(&state);
+    buf_free(&run);
 }
 
 typedef struct NodeWidths {

@@ -292,6 +292,23 @@ static void test_nodes(void **state)
                               "100055]\n"));
     assert_string_equal(line_with(s, "a100-1"), "a100-1  A100-80GB x8  on-demand  unknown");
     json_decref(doc);
+
+    /* GPUs in a row of indexes holding the same make one item; a gap or a drain
+     * breaks the row */
+    doc = parse("{\"nodes\": [{\"name\": \"h100-0\", \"state\": \"ready\", \"gpus\": ["
+                "{\"index\": 0, \"mode\": \"whole\", \"jobs\": [{\"job\": 2}]},"
+                "{\"index\": 1, \"mode\": \"whole\", \"jobs\": [{\"job\": 2}]},"
+                "{\"index\": 2, \"mode\": \"whole\", \"jobs\": [{\"job\": 2}]},"
+                "{\"index\": 3, \"mode\": \"whole\", \"jobs\": [{\"job\": 3}]},"
+                "{\"index\": 4, \"mode\": \"whole\", \"jobs\": []},"
+                "{\"index\": 5, \"mode\": \"whole\", \"jobs\": []},"
+                "{\"index\": 6, \"mode\": \"whole\", \"jobs\": [], \"draining\": true},"
+                "{\"index\": 8, \"mode\": \"whole\", \"jobs\": []}]}]}");
+    buf_reset(&out);
+    assert_int_equal(view_nodes(doc, NOW, 80, &out, &err), 0);
+    assert_non_null(
+        strstr(buf_str(&out), "\n  0-2 whole 2   3 whole 3   4-5 free   6 free drain   8 free\n"));
+    json_decref(doc);
     buf_free(&out);
     buf_free(&err);
 }
