@@ -271,53 +271,72 @@ static int team_key_cmp(const void *a, const void *b)
     return (x->slot > y->slot) - (x->slot < y->slot);
 }
 
-static int by_age(const void *a, const void *b)
+/* Drop the entries of jobs no longer queued from a bucket. */
+static void compact_bucket(SchedBucket *b)
 {
-    const SchedJob *x = *(SchedJob *const *)a, *y = *(SchedJob *const *)b;
-    return earlier(x, y) ? -1 : earlier(y, x) ? 1 : 0;
+    size_t keep = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (!b->j[i]->queued) {
+            b->j[i]->listed = false;
+            continue;
+        }
+        b->j[keep++] = b->j[i];
+    }
+    b->n = keep;
 }
 
 /* The queue in order into s->order: buckets by Tiresias queue, class, then teams by fair
  * share, teams of equal share merged by age; jobs no longer queued are dropped on the
- * way. Sets s->n_order. */
+ * way. Sets s->n_order. Each bucket is in submission order, so teams of equal share are
+ * merged, not sorted: the server asks for the order on every submission. */
 static int build_order(Sched *s)
 {
     if (GROW(s->order, s->order_cap, s->queued + 1) < 0)
         return -ENOMEM;
     size_t nt = s->ten.n_teams, n = 0;
     TeamKey *teams = malloc(nt * sizeof(*teams));
-    if (!teams)
+    size_t *at = malloc(nt * sizeof(*at));
+    if (!teams || !at) {
+        free(teams);
+        free(at);
         return -ENOMEM;
+    }
     for (size_t t = 0; t < nt; t++)
         teams[t] = (TeamKey){.key = tenancy_fair_key(&s->ten, (uint32_t)t), .slot = t};
     qsort(teams, nt, sizeof(*teams), team_key_cmp);
     for (size_t lower = 0; lower < 2; lower++)
-        for (size_t prio = 0; prio < PRIO_COUNT; prio++)
+        for (size_t prio = 0; prio < PRIO_COUNT; prio++) {
+            SchedBucket *row = &s->buckets[(lower * PRIO_COUNT + prio) * nt];
             for (size_t ti = 0; ti < nt;) {
                 /* teams ti..tj-1 have the same fair share */
                 size_t tj = ti + 1;
                 while (tj < nt && teams[tj].key == teams[ti].key)
                     tj++;
-                size_t from = n;
                 for (size_t k = ti; k < tj; k++) {
-                    SchedBucket *b = &s->buckets[(lower * PRIO_COUNT + prio) * nt + teams[k].slot];
-                    size_t keep = 0;
-                    for (size_t i = 0; i < b->n; i++) {
-                        if (!b->j[i]->queued) {
-                            b->j[i]->listed = false;
-                            continue;
-                        }
-                        b->j[keep++] = b->j[i];
-                        if (n < s->order_cap)
-                            s->order[n++] = b->j[i];
-                    }
-                    b->n = keep;
+                    compact_bucket(&row[teams[k].slot]);
+                    at[k] = 0;
                 }
-                if (tj - ti > 1 && n - from > 1)
-                    qsort(s->order + from, n - from, sizeof(*s->order), by_age);
+                for (;;) {
+                    SchedJob *best = NULL;
+                    size_t from = 0;
+                    for (size_t k = ti; k < tj; k++) {
+                        const SchedBucket *b = &row[teams[k].slot];
+                        if (at[k] < b->n && (!best || earlier(b->j[at[k]], best))) {
+                            best = b->j[at[k]];
+                            from = k;
+                        }
+                    }
+                    if (!best)
+                        break;
+                    at[from]++;
+                    if (n < s->order_cap)
+                        s->order[n++] = best;
+                }
                 ti = tj;
             }
+        }
     free(teams);
+    free(at);
     s->n_order = n;
     return 0;
 }
