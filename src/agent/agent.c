@@ -43,6 +43,7 @@ struct Agent {
     AgentGpu *gpus;
     size_t n_gpus;
     char **mig_error; /* per GPU: the last MIG failure logged, or NULL */
+    size_t mig_next;  /* the GPU the next MIG pass begins with */
 
     Worker **w;
     size_t n_w, cap_w;
@@ -194,9 +195,15 @@ static void gpu_usage(const Agent *a, unsigned index, uint8_t *ret_busy, bool *r
     *ret_whole = whole;
 }
 
+/* A change can take seconds per GPU (2 s simulated); past AGENT_MIG_BUDGET_MS the rest
+ * waits for the next heartbeat, so the node keeps reporting while it reconfigures. The
+ * next heartbeat begins where this one stopped, so a slow GPU cannot starve the rest. */
 static void apply_mig(Agent *a, const HeartbeatReply *rep)
 {
-    for (size_t gi = 0; gi < a->n_gpus; gi++) {
+    int64_t began = agent_mono_ms();
+    size_t first = a->mig_next < a->n_gpus ? a->mig_next : 0;
+    for (size_t k = 0; k < a->n_gpus; k++) {
+        size_t gi = (first + k) % a->n_gpus;
         AgentGpu *g = &a->gpus[gi];
         const MigWant *want = proto_mig_want(rep, g->index);
         if (!g->mig_capable) {
@@ -228,10 +235,15 @@ static void apply_mig(Agent *a, const HeartbeatReply *rep)
             buf_free(&err);
             continue;
         }
+        int64_t t0 = agent_mono_ms();
+        if (t0 - began >= AGENT_MIG_BUDGET_MS) {
+            a->mig_next = gi;
+            buf_free(&err);
+            break;
+        }
         Buf text = {0};
         if (g->model)
             render_text_layout(&text, g->model, &target);
-        int64_t t0 = agent_mono_ms();
         int r = a->gb->ops->mig_apply(a->gb, g->index, &target, busy, &err);
         refresh_gpu(a, g);
         if (r < 0) {
@@ -349,8 +361,12 @@ static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
         Worker *w = find_worker(a, &rw->key);
         if (w) {
             if (rw->stop != WSTOP_NONE && w->state == WK_PENDING) {
-                worker_failed(w, "stopped before its GPUs were ready");
-                mark_dirty(a);
+                /* never ran: dropping it is the whole stop */
+                WLOG(log_info, w, "worker_stop mode=%s reason=\"had not started\"",
+                     rw->stop == WSTOP_PREEMPT ? "preempt" : "cancel");
+                for (size_t k = 0; k < a->n_w; k++)
+                    if (a->w[k] == w)
+                        remove_worker(a, k);
             } else if (rw->stop != WSTOP_NONE && worker_live(w) && w->stop_mode != rw->stop &&
                        w->stop_mode != WSTOP_CANCEL) {
                 WLOG(log_info, w, "worker_stop mode=%s",
@@ -675,7 +691,7 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
         Worker *w = a->w[i];
         if (w->adopted)
             WLOG(log_info, w, "worker_found pid=%d", (int)w->pid);
-        else if (w->state == WK_EXITED && !w->has_exit_code && !w->signal)
+        else if (w->lost)
             WLOG(log_info, w, "worker_lost pid=%d reason=\"%s\"", (int)w->pid,
                  w->error ? w->error : "");
     }

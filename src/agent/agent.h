@@ -15,6 +15,7 @@
 #define AGENT_FIRST_HEARTBEAT_MS 500
 #define AGENT_BACKOFF_MAX_MS     5000
 #define AGENT_PENDING_MAX_MS     60000 /* a worker waits this long for its GPUs' shape */
+#define AGENT_MIG_BUDGET_MS      1000  /* MIG changes begun per heartbeat, after the first */
 #define AGENT_HTTP_TIMEOUT_MS    5000
 
 typedef struct AgentOptions {

@@ -453,6 +453,7 @@ static Worker *record_load(json_t *o, bool same_boot, Buf *err)
                 w->next_checkpoint = agent_mono_ms() + w->a.checkpoint_interval_ms;
         } else {
             ended_unknown(w, "ended while the agent was down");
+            w->lost = true;
         }
     }
     return w;

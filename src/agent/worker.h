@@ -74,6 +74,7 @@ typedef struct Worker {
     int64_t stop_deadline;   /* monotonic ms */
     int64_t stop_latest_ns;  /* LATEST's mtime when the checkpoint signal went */
     int log_status;          /* last non-200 status of a log upload, to log it once */
+    bool lost;               /* loaded as running, found ended */
 } Worker;
 
 int64_t agent_wall_ms(void);

@@ -406,6 +406,8 @@ static void test_table_reload(void **state)
     assert_int_equal(other[0]->state, WK_EXITED);
     assert_false(other[0]->has_exit_code);
     assert_string_equal(other[0]->error, "ended while the agent was down");
+    assert_true(other[0]->lost);
+    assert_false(other[1]->lost); /* it had ended before: nothing was lost */
     json_t *rep = worker_report_json(other[0]);
     assert_string_equal(json_string_value(json_object_get(rep, "state")), "exited");
     assert_true(json_is_null(json_object_get(rep, "exit_code")));

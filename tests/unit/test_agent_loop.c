@@ -1,0 +1,454 @@
+/* test_agent_loop.c: the agent's loop (agent/agent.c) against a scripted server on
+ * loopback (libmicrohttpd in this process, speaking docs/api.md's agent endpoints), so
+ * each step of the exchange can be set and checked: the heartbeat's content, a MIG
+ * layout reached before the MIG worker starts and its instance UUID in the worker's
+ * environment, a layout that would destroy a busy instance refused, a preemption
+ * (checkpoint, then exit) reported and forgotten, logs that heal after the server lost
+ * them (409 and resend), workers left running while the server is away, an agent
+ * restart that takes its worker back, and a worker the server stops listing killed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "agent/agent.h"
+#include "agent/worker.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOKEN "gpo_agent_test"
+
+/* ---- the scripted server ---- */
+
+typedef struct Stub {
+    pthread_mutex_t lock;
+    struct MHD_Daemon *d;
+    unsigned port;
+    int heartbeat_status; /* 200, or 503 to play a server in trouble */
+    char *reply;          /* the heartbeat reply */
+    json_t *last;         /* the last heartbeat body */
+    int heartbeats;
+    int unauthorized;
+    Buf log[4]; /* job 1..4, rank 0, whatever run: the server's copy */
+    int conflicts;
+} Stub;
+
+static Stub stub;
+
+typedef struct Req {
+    Buf body;
+} Req;
+
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *body)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result logs(struct MHD_Connection *c, const char *url, const Buf *body)
+{
+    long long job = 0, rank = -1;
+    sscanf(url, "/api/v1/agent/logs/%lld/%lld", &job, &rank);
+    const char *off = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
+    const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
+    if (job < 1 || job > 4 || rank != 0 || !off || !run)
+        return respond(c, 400, "{\"error\": \"bad log upload\"}");
+    size_t offset = strtoull(off, NULL, 10);
+    Buf *held = &stub.log[job - 1];
+    char reply[64];
+    if (offset > held->len) {
+        stub.conflicts++;
+        snprintf(reply, sizeof(reply), "{\"size\": %zu}", held->len);
+        return respond(c, 409, reply);
+    }
+    if (offset + body->len > held->len)
+        buf_append(held, buf_str(body) + (held->len - offset), offset + body->len - held->len);
+    snprintf(reply, sizeof(reply), "{\"size\": %zu}", held->len);
+    return respond(c, 200, reply);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    Req *rq = *con_cls;
+    if (!rq) {
+        *con_cls = calloc(1, sizeof(Req));
+        return *con_cls ? MHD_YES : MHD_NO;
+    }
+    if (*upload_data_size) {
+        buf_append(&rq->body, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    pthread_mutex_lock(&stub.lock);
+    enum MHD_Result ret;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!auth || strcmp(auth, "Bearer " TOKEN)) {
+        stub.unauthorized++;
+        ret = respond(c, 401, "{\"error\": \"no such token\"}");
+    } else if (!strcmp(method, "POST") && !strcmp(url, "/api/v1/agent/heartbeat")) {
+        json_decref(stub.last);
+        stub.last = json_loadb(buf_str(&rq->body), rq->body.len, 0, NULL);
+        stub.heartbeats++;
+        ret = stub.heartbeat_status == 200
+                  ? respond(c, 200, stub.reply)
+                  : respond(c, (unsigned)stub.heartbeat_status, "{\"error\": \"try later\"}");
+    } else if (!strcmp(method, "POST") && !strncmp(url, "/api/v1/agent/logs/", 19)) {
+        ret = logs(c, url, &rq->body);
+    } else {
+        ret = respond(c, 404, "{\"error\": \"no such route\"}");
+    }
+    pthread_mutex_unlock(&stub.lock);
+    return ret;
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                    enum MHD_RequestTerminationCode toe)
+{
+    Req *rq = *con_cls;
+    if (rq) {
+        buf_free(&rq->body);
+        free(rq);
+    }
+    *con_cls = NULL;
+}
+
+static void stub_reply(const char *json)
+{
+    pthread_mutex_lock(&stub.lock);
+    free(stub.reply);
+    stub.reply = strdup(json);
+    pthread_mutex_unlock(&stub.lock);
+}
+
+/* ---- driving the agent ---- */
+
+static char dir[] = "/tmp/gpuorch-loop-XXXXXX";
+
+static int setup(void **state)
+{
+    if (!mkdtemp(dir))
+        return -1;
+    setenv("GPUORCH_SIM_MIG_DELAY_MS", "0", 1);
+    pthread_mutex_init(&stub.lock, NULL);
+    stub.heartbeat_status = 200;
+    stub.reply = strdup("{\"heartbeat_ms\": 100}");
+    struct sockaddr_in loopback = {.sin_family = AF_INET,
+                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    stub.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                              on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+                              MHD_OPTION_SOCK_ADDR, &loopback, MHD_OPTION_END);
+    if (!stub.d)
+        return -1;
+    stub.port = MHD_get_daemon_info(stub.d, MHD_DAEMON_INFO_BIND_PORT)->port;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    MHD_stop_daemon(stub.d);
+    json_decref(stub.last);
+    free(stub.reply);
+    for (size_t i = 0; i < 4; i++)
+        buf_free(&stub.log[i]);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static Agent *open_agent(void)
+{
+    char url[64], state_dir[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", stub.port);
+    snprintf(state_dir, sizeof(state_dir), "%s/agent", dir);
+    AgentOptions o = {.server_url = url,
+                      .token = TOKEN,
+                      .node = "a100-0",
+                      .address = "10.1.2.3",
+                      .gpus = "sim:A100-80GB:2",
+                      .state_dir = state_dir};
+    Agent *a = NULL;
+    Buf err = {0};
+    if (agent_open(&o, &a, &err) < 0)
+        fail_msg("agent_open: %s", buf_str(&err));
+    buf_free(&err);
+    return a;
+}
+
+/* The last heartbeat's worker (job, rank 0), or NULL. A new reference. */
+static json_t *reported(int64_t job)
+{
+    pthread_mutex_lock(&stub.lock);
+    json_t *found = NULL;
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(stub.last, "workers"), i, w)
+    {
+        if (json_integer_value(json_object_get(w, "job")) == job)
+            found = json_incref(w);
+    }
+    pthread_mutex_unlock(&stub.lock);
+    return found;
+}
+
+static bool reported_state(int64_t job, const char *state)
+{
+    json_t *w = reported(job);
+    bool ok = w && !strcmp(json_string_value(json_object_get(w, "state")), state);
+    json_decref(w);
+    return ok;
+}
+
+static bool reported_none(int64_t job)
+{
+    json_t *w = reported(job);
+    json_decref(w);
+    return w == NULL;
+}
+
+static bool log_has(int64_t job, const char *s)
+{
+    pthread_mutex_lock(&stub.lock);
+    bool ok = strstr(buf_str(&stub.log[job - 1]), s) != NULL;
+    pthread_mutex_unlock(&stub.lock);
+    return ok;
+}
+
+/* Tick the agent until the condition holds (or 10 s pass): returns whether it held. */
+#define TICK_UNTIL(a, cond)                                                                        \
+    ({                                                                                             \
+        bool held_ = false;                                                                        \
+        for (int t_ = 0; t_ < 1000 && !(held_ = (cond)); t_++) {                                   \
+            agent_tick(a);                                                                         \
+            struct timespec ts_ = {0, 10 * 1000000L};                                              \
+            nanosleep(&ts_, NULL);                                                                 \
+        }                                                                                          \
+        held_;                                                                                     \
+    })
+
+static void tick_for(Agent *a, int ms)
+{
+    for (int t = 0; t < ms; t += 10) {
+        agent_tick(a);
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The two assignments, up to their "stop" field. */
+static const char *W1 =
+    "{\"job\": 1, \"run\": 1, \"rank\": 0, \"world_size\": 1, \"gpus\": [{\"index\": 1, \"mig\": "
+    "{\"profile\": \"1g.10gb\", \"start\": 0}}], \"command\": [\"/bin/sh\", \"-c\", \"echo "
+    "cvd=$CUDA_VISIBLE_DEVICES; while :; do echo tick; sleep 0.05; done\"], \"grace_ms\": 2000, ";
+static const char *W2 =
+    "{\"job\": 2, \"run\": 1, \"rank\": 0, \"gpus\": [{\"index\": 0}], \"grace_ms\": 20000, "
+    "\"command\": [\"/bin/sh\", \"-c\", \"trap 'echo $GPUORCH_CHECKPOINT_DIR/ckpt-5 > "
+    "$GPUORCH_CHECKPOINT_DIR/L.tmp; mv $GPUORCH_CHECKPOINT_DIR/L.tmp "
+    "$GPUORCH_CHECKPOINT_DIR/LATEST' USR1; trap 'exit 143' TERM; echo ready; while :; do sleep "
+    "0.05; done\"], ";
+static const char *MIG1 =
+    "[{\"index\": 1, \"layout\": [{\"profile\": \"1g.10gb\", \"start\": 0}]}]";
+
+static void reply(const char *mig, const char *w1_stop, const char *w2_stop, const char *forget)
+{
+    Buf b = {0}, w = {0};
+    if (w1_stop)
+        buf_printf(&w, "%s\"stop\": %s}", W1, w1_stop);
+    if (w2_stop) {
+        if (w.len)
+            buf_puts(&w, ", ");
+        buf_printf(&w, "%s\"stop\": %s}", W2, w2_stop);
+    }
+    buf_printf(&b, "{\"heartbeat_ms\": 100, \"mig\": %s, \"workers\": [%s], \"forget\": %s}", mig,
+               buf_str(&w), forget ? forget : "[]");
+    stub_reply(buf_str(&b));
+    buf_free(&b);
+    buf_free(&w);
+}
+
+static void test_loop(void **state)
+{
+    Agent *a = open_agent();
+    /* the first heartbeat: the node and its GPUs, no workers */
+    assert_true(TICK_UNTIL(a, stub.heartbeats > 0));
+    pthread_mutex_lock(&stub.lock);
+    json_t *hb = json_incref(stub.last);
+    pthread_mutex_unlock(&stub.lock);
+    assert_string_equal(json_string_value(json_object_get(hb, "node")), "a100-0");
+    assert_string_equal(json_string_value(json_object_get(hb, "address")), "10.1.2.3");
+    const char *boot1 = json_string_value(json_object_get(hb, "boot_id"));
+    assert_true(boot1 && strlen(boot1) >= 32);
+    char boot_first[64];
+    snprintf(boot_first, sizeof(boot_first), "%s", boot1);
+    assert_int_equal(json_array_size(json_object_get(hb, "gpus")), 2);
+    assert_int_equal(json_array_size(json_object_get(hb, "workers")), 0);
+    json_decref(hb);
+    assert_int_equal(stub.unauthorized, 0);
+
+    /* a MIG layout and two workers: the MIG one sees its instance's UUID */
+    reply(MIG1, "null", "null", NULL);
+    assert_true(TICK_UNTIL(a, reported_state(1, "running") && reported_state(2, "running")));
+    assert_true(TICK_UNTIL(a, log_has(1, "cvd=MIG-") && log_has(2, "ready")));
+    pthread_mutex_lock(&stub.lock);
+    json_t *g1 = json_array_get(json_object_get(stub.last, "gpus"), 1);
+    assert_true(json_is_true(json_object_get(g1, "mig_enabled")));
+    const char *mig_uuid =
+        json_string_value(json_object_get(json_array_get(json_object_get(g1, "mig"), 0), "uuid"));
+    char want[128];
+    snprintf(want, sizeof(want), "cvd=%s\n", mig_uuid);
+    assert_non_null(strstr(buf_str(&stub.log[0]), want));
+    pthread_mutex_unlock(&stub.lock);
+
+    /* a layout that would destroy the busy instance is refused: nothing changes */
+    reply("[{\"index\": 1, \"layout\": [{\"profile\": \"2g.20gb\", \"start\": 0}]}]", "null",
+          "null", NULL);
+    tick_for(a, 400);
+    pthread_mutex_lock(&stub.lock);
+    g1 = json_array_get(json_object_get(stub.last, "gpus"), 1);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(g1, "mig"), 0), "profile")),
+                        "1g.10gb");
+    pthread_mutex_unlock(&stub.lock);
+    assert_true(reported_state(1, "running"));
+
+    /* preempt job 2: it checkpoints, exits 143 well before its 20 s grace, and is
+     * reported with its checkpoint; the server forgets it */
+    reply(MIG1, "null", "\"preempt\"", NULL);
+    int64_t t0 = agent_mono_ms();
+    assert_true(TICK_UNTIL(a, reported_state(2, "exited")));
+    assert_true(agent_mono_ms() - t0 < 5000);
+    json_t *w2 = reported(2);
+    assert_int_equal(json_integer_value(json_object_get(w2, "exit_code")), 143);
+    assert_non_null(strstr(json_string_value(json_object_get(w2, "checkpoint")), "/2/ckpt-5"));
+    json_decref(w2);
+    reply(MIG1, "null", NULL, "[{\"job\": 2, \"run\": 1, \"rank\": 0}]");
+    assert_true(TICK_UNTIL(a, reported_none(2)));
+
+    /* the server loses job 1's log: the next upload gets a 409 and resends from 0 */
+    pthread_mutex_lock(&stub.lock);
+    buf_reset(&stub.log[0]);
+    pthread_mutex_unlock(&stub.lock);
+    assert_true(TICK_UNTIL(a, stub.conflicts > 0 && log_has(1, "cvd=MIG-")));
+
+    /* the server answers 503 for a while: the worker keeps running */
+    pthread_mutex_lock(&stub.lock);
+    stub.heartbeat_status = 503;
+    pthread_mutex_unlock(&stub.lock);
+    json_t *w1 = reported(1);
+    pid_t pid = (pid_t)json_integer_value(json_object_get(w1, "pid"));
+    json_decref(w1);
+    tick_for(a, 800);
+    assert_int_equal(kill(pid, 0), 0);
+    pthread_mutex_lock(&stub.lock);
+    stub.heartbeat_status = 200;
+    int before = stub.heartbeats;
+    pthread_mutex_unlock(&stub.lock);
+    assert_true(TICK_UNTIL(a, stub.heartbeats > before + 1));
+
+    /* the agent restarts: the worker is taken back, under a new boot id */
+    agent_close(a);
+    assert_int_equal(kill(pid, 0), 0);
+    a = open_agent();
+    before = stub.heartbeats;
+    assert_true(TICK_UNTIL(a, stub.heartbeats > before));
+    pthread_mutex_lock(&stub.lock);
+    assert_string_not_equal(json_string_value(json_object_get(stub.last, "boot_id")), boot_first);
+    pthread_mutex_unlock(&stub.lock);
+    w1 = reported(1);
+    assert_string_equal(json_string_value(json_object_get(w1, "state")), "running");
+    assert_int_equal(json_integer_value(json_object_get(w1, "pid")), pid);
+    json_decref(w1);
+
+    /* the server stops listing it: it is stopped, and its end reported honestly */
+    reply("[]", NULL, NULL, NULL);
+    assert_true(TICK_UNTIL(a, reported_state(1, "exited")));
+    w1 = reported(1);
+    assert_true(json_is_null(json_object_get(w1, "exit_code")));
+    assert_non_null(strstr(json_string_value(json_object_get(w1, "error")), "status unknown"));
+    json_decref(w1);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid); /* this test is its real parent */
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+    /* with no MIG wanted and the instance idle, GPU 1 goes back to MIG off */
+    assert_true(
+        TICK_UNTIL(a, ({
+                       pthread_mutex_lock(&stub.lock);
+                       bool off_ = json_is_false(json_object_get(
+                           json_array_get(json_object_get(stub.last, "gpus"), 1), "mig_enabled"));
+                       pthread_mutex_unlock(&stub.lock);
+                       off_;
+                   })));
+
+    /* everything job 1 wrote reached the server, once */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/agent/logs/1-0.log", dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    Buf file = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        buf_append(&file, chunk, n);
+    fclose(f);
+    assert_true(TICK_UNTIL(a, ({
+                               pthread_mutex_lock(&stub.lock);
+                               bool same_ = !strcmp(buf_str(&stub.log[0]), buf_str(&file));
+                               pthread_mutex_unlock(&stub.lock);
+                               same_;
+                           })));
+    buf_free(&file);
+    agent_close(a);
+}
+
+/* A second agent on the same state directory is refused; a bad server URL is named. */
+static void test_one_agent_per_dir(void **state)
+{
+    Agent *a = open_agent();
+    char url[64], state_dir[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", stub.port);
+    snprintf(state_dir, sizeof(state_dir), "%s/agent", dir);
+    AgentOptions o = {.server_url = url,
+                      .token = TOKEN,
+                      .node = "a100-0",
+                      .gpus = "sim:A100-80GB:2",
+                      .state_dir = state_dir};
+    Agent *b = NULL;
+    Buf err = {0};
+    assert_int_equal(agent_open(&o, &b, &err), -EBUSY);
+    assert_non_null(strstr(buf_str(&err), "another agent is running with the state directory"));
+    assert_null(b);
+    agent_close(a);
+    /* once it is gone, the directory is free again; a bad URL is named */
+    buf_reset(&err);
+    o.server_url = "ftp://x";
+    assert_int_equal(agent_open(&o, &b, &err), -EINVAL);
+    assert_string_equal(buf_str(&err), "--server 'ftp://x': expected http://HOST:PORT");
+    buf_free(&err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_loop),
+        cmocka_unit_test(test_one_agent_per_dir),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
