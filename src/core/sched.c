@@ -235,6 +235,7 @@ int sched_enqueue(Sched *s, SchedJob *j)
     memmove(&b->j[lo + 1], &b->j[lo], (b->n - lo) * sizeof(*b->j));
     b->j[lo] = j;
     b->n++;
+    b->live++;
     j->queued = true;
     j->listed = true;
     j->bucket = (uint32_t)bi;
@@ -250,6 +251,7 @@ void sched_dequeue(Sched *s, SchedJob *j)
         return;
     j->queued = false;
     s->queued--;
+    s->buckets[j->bucket].live--;
     /* dropped from its bucket when the queue is next walked */
 }
 
@@ -339,6 +341,24 @@ static int build_order(Sched *s)
     free(at);
     s->n_order = n;
     return 0;
+}
+
+uint32_t sched_position_newest(Sched *s, const SchedJob *j)
+{
+    if (!j->queued)
+        return 0;
+    size_t nt = s->ten.n_teams, group = j->bucket / nt;
+    uint32_t slot = (uint32_t)(j->bucket % nt);
+    double key = tenancy_fair_key(&s->ten, slot);
+    size_t ahead = 0;
+    for (size_t b = 0; b < group * nt; b++)
+        ahead += s->buckets[b].live;
+    /* its own row: teams of a smaller fair-share key, and its own key group */
+    const SchedBucket *row = &s->buckets[group * nt];
+    for (size_t t = 0; t < nt; t++)
+        if (tenancy_fair_key(&s->ten, (uint32_t)t) <= key)
+            ahead += row[t].live;
+    return (uint32_t)ahead;
 }
 
 int sched_order(Sched *s)

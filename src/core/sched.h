@@ -132,6 +132,7 @@ typedef struct Reservation {
 typedef struct SchedBucket {
     SchedJob **j;
     size_t n, cap;
+    size_t live; /* entries still queued (the others are dropped on the next walk) */
 } SchedBucket;
 
 typedef struct Sched {
@@ -198,6 +199,11 @@ int sched_cycle(Sched *s, int64_t now_ms, SchedJob **running, size_t n_running,
 /* The waiting jobs in queue order now (arrivals since the last cycle included), into
  * s->order[0..n_order); returns n_order, or -ENOMEM. */
 int sched_order(Sched *s);
+
+/* The place (1 = next) sched_order would give a queued job that was submitted after
+ * every other job of its class and fair-share group (a new submission), counted from
+ * the buckets without building the order. */
+uint32_t sched_position_newest(Sched *s, const SchedJob *j);
 
 /* The job stopped at now (finished, failed, or preempted and past its grace): count its
  * usage up to now and release what it holds. The caller then queues it again or

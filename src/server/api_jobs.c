@@ -201,7 +201,7 @@ void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
         if (j) {
             json_object_set_new(o, "name", json_string(j->st.name));
             json_object_set_new(o, "state", json_string(job_state_name(j->st.state)));
-            uint32_t pos = server_position(s, j);
+            uint32_t pos = server_position_new(s, j);
             json_object_set_new(o, "position", pos ? json_integer(pos) : json_null());
         }
         json_array_append_new(arr, o);

@@ -115,6 +115,19 @@ static double ask_equivalents(const Cluster *c, const Request *r)
     return least == UINT32_MAX ? 0 : (double)least * r->workers / GPU_UNITS;
 }
 
+/* The shape id of r: requests asking the same of a node share one, so that the
+ * scheduler tries each shape once per cycle instead of every job of it. */
+static int32_t shape_of(Server *s, const Request *r)
+{
+    for (size_t i = 0; i < s->n_shapes; i++)
+        if (request_same_shape(&s->shapes[i], r))
+            return (int32_t)i;
+    if (s->n_shapes >= SERVER_MAX_SHAPES)
+        return -1;
+    s->shapes[s->n_shapes] = *r;
+    return (int32_t)s->n_shapes++;
+}
+
 /* The core's view of a job, from its spec and record; -EINVAL with err when the
  * cluster cannot run it (422 at submission). */
 static int job_bind_core(Server *s, ServerJob *j, Buf *err)
@@ -123,7 +136,7 @@ static int job_bind_core(Server *s, ServerJob *j, Buf *err)
     int rc = request_from_job(s->c, &j->spec, &r, err);
     if (rc < 0)
         return rc;
-    r.shape = -1;
+    r.shape = shape_of(s, &r);
     int team = j->spec.team ? cluster_find_team(s->c, j->spec.team) : -1;
     j->sj = (SchedJob){
         .id = (uint32_t)j->st.id,
@@ -382,7 +395,8 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         cfg.min_runtime_ms = o->min_runtime_ms;
     /* the policy is set up after the jobs are known (its mix); the scheduler's queue
      * needs only the context's address until the first cycle */
-    r = sched_init(&s->sched, s->c, &s->ctx, &cfg, 0);
+    s->shapes = calloc(SERVER_MAX_SHAPES, sizeof(*s->shapes));
+    r = s->shapes ? sched_init(&s->sched, s->c, &s->ctx, &cfg, SERVER_MAX_SHAPES) : -ENOMEM;
     if (r < 0)
         goto fail;
     LoadCtx lc = {.s = s, .err = err};
@@ -435,6 +449,7 @@ void server_close(Server *s)
     free(s->jobs);
     free(s->holding);
     free(s->running);
+    free(s->shapes);
     if (s->c) {
         sched_free(&s->sched);
         place_ctx_free(&s->ctx);
@@ -802,6 +817,15 @@ uint32_t server_position(Server *s, const ServerJob *j)
     return j->position;
 }
 
+uint32_t server_position_new(Server *s, const ServerJob *j)
+{
+    if (j->st.state != JOB_PENDING)
+        return 0;
+    if (!s->order_stale)
+        return j->position;
+    return sched_position_newest(&s->sched, &j->sj);
+}
+
 int64_t server_eta_ms(Server *s, const ServerJob *j)
 {
     if (j->st.state != JOB_PENDING)
@@ -884,17 +908,20 @@ static void *sched_main(void *arg)
 {
     Server *s = arg;
     pthread_mutex_lock(&s->lock);
-    int64_t next_cycle = 0, last_cycle = 0;
+    int64_t next_cycle = 0, last_cycle = 0, gap = MIN_CYCLE_GAP_MS;
     while (!s->quit) {
         int64_t now = server_now_ms(), mono = mono_ns() / 1000000;
         server_check_nodes(s, now);
-        if ((s->dirty && mono - last_cycle >= MIN_CYCLE_GAP_MS) || mono >= next_cycle) {
+        if ((s->dirty && mono - last_cycle >= gap) || mono >= next_cycle) {
             s->dirty = false;
             run_cycle(s, now);
-            last_cycle = mono;
-            next_cycle = mono + s->opt.cycle_ms;
+            last_cycle = mono_ns() / 1000000;
+            next_cycle = last_cycle + s->opt.cycle_ms;
+            /* a long queue makes cycles long: space them so that they take at most a
+             * fifth of the time (submissions share the lock) */
+            gap = MAX((int64_t)MIN_CYCLE_GAP_MS, 4 * (last_cycle - mono));
         }
-        int64_t wake = s->dirty ? last_cycle + MIN_CYCLE_GAP_MS : MIN(next_cycle, mono + 1000);
+        int64_t wake = s->dirty ? last_cycle + gap : MIN(next_cycle, mono + 1000);
         struct timespec ts = {.tv_sec = wake / 1000, .tv_nsec = (wake % 1000) * 1000000};
         if (!s->quit && wake > mono)
             pthread_cond_timedwait(&s->wake, &s->lock, &ts);

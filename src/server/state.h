@@ -89,6 +89,9 @@ typedef struct ServerJob {
     bool requeue;           /* stopping: queue it again when its workers are gone */
 } ServerJob;
 
+/* Shapes past this many go unmemoised (each job of them is tried every cycle). */
+#define SERVER_MAX_SHAPES 4096
+
 typedef enum NodeLiveness { NODE_UNKNOWN, NODE_READY, NODE_LOST } NodeLiveness;
 
 typedef struct NodeState {
@@ -139,6 +142,8 @@ typedef struct Server {
     ServerJob **jobs; /* by id: jobs[id], NULL for ids never seen; [0] unused */
     size_t jobs_cap;
     int64_t max_id;
+    Request *shapes; /* distinct request shapes seen, by shape id (SERVER_MAX_SHAPES) */
+    size_t n_shapes;
     ServerJob **holding; /* jobs holding an allocation (starting, running, stopping) */
     size_t n_holding, holding_cap;
     SchedJob **running; /* scratch for sched_cycle */
@@ -173,6 +178,9 @@ ServerJob *server_job(Server *s, int64_t id);
 /* Queue position (1 = next) of a pending job, 0 when not pending. Recomputes the
  * queue order when it is stale. */
 uint32_t server_position(Server *s, const ServerJob *j);
+/* The same for a job just submitted, counted without ordering the whole queue (exact
+ * unless another submission of the same millisecond overtook it). */
+uint32_t server_position_new(Server *s, const ServerJob *j);
 /* When a pending job is expected to start (a reservation holds nodes for it), or -1. */
 int64_t server_eta_ms(Server *s, const ServerJob *j);
 /* Wake the scheduler thread for a cycle now. */

@@ -36,6 +36,7 @@
 #include "core/place.h"
 #include "core/sched.h"
 #include "util/buf.h"
+#include "util/macro.h"
 #include "util/rng.h"
 
 #include <errno.h>
@@ -1563,6 +1564,53 @@ static void test_right_size_by_memory(void **state)
     world_free(w);
 }
 
+/* sched_position_newest counts a new submission's place from the buckets without
+ * building the order; it must agree with sched_order: classes first, teams by fair
+ * share (team a has run for an hour, so its key is larger than b's and c's, which are
+ * equal and merged by age), then age. Jobs taken out of the queue are not counted. */
+static void test_position_newest_matches_order(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool(c, "p", 8, 2, false);
+    add_team(c, "a", 4, 16);
+    add_team(c, "b", 4, 16);
+    add_team(c, "c", 4, 16);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "gpuorch", &cfg);
+    submit(w, (JobArgs){.gpus = 8, .team = "a"});
+    cycle(w, 0);
+    assert_int_equal(w->n_running, 1);
+    cycle(w, HOUR_MS);
+    static const char *const prios[] = {"normal", "high", "low", "normal", "production", "high"};
+    static const char *const teams[] = {"b", "a", "c", "a", "c", "b", "c", "a", "b", "c", "b"};
+    SchedJob *taken = NULL;
+    for (size_t k = 0; k < 18; k++) {
+        SchedJob *j = submit(w, (JobArgs){.gpus = 8,
+                                          .workers = 2,
+                                          .team = teams[k % ARRAY_SIZE(teams)],
+                                          .prio = prios[k % ARRAY_SIZE(prios)],
+                                          .submit_ms = HOUR_MS + (int64_t)k});
+        if (k == 7) {
+            taken = j;
+            sched_dequeue(&w->s, j);
+            continue;
+        }
+        uint32_t p = sched_position_newest(&w->s, j);
+        int n = sched_order(&w->s);
+        assert_true(n > 0);
+        uint32_t at = 0;
+        for (int i = 0; i < n; i++)
+            if (w->s.order[i] == j)
+                at = (uint32_t)i + 1;
+        if (p != at)
+            fail_msg("job %zu (%s, team %s): counted position %u, ordered %u", k,
+                     prios[k % ARRAY_SIZE(prios)], teams[k % ARRAY_SIZE(teams)], p, at);
+    }
+    assert_int_equal(sched_position_newest(&w->s, taken), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1615,6 +1663,8 @@ int main(void)
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_mig_recarve_only_idle, world_setup, world_teardown),
         cmocka_unit_test_setup_teardown(test_right_size_by_memory, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(test_position_newest_matches_order, world_setup,
+                                        world_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
