@@ -111,8 +111,10 @@ static char *read_file(const char *path)
 {
     char *text = NULL;
     size_t len;
-    assert_int_equal(file_read_all(path, &text, &len), 0);
-    return text;
+    int r = file_read_all(path, &text, &len);
+    if (r < 0)
+        fail_msg("%s: %s", path, strerror(-r));
+    return r < 0 ? NULL : text;
 }
 
 /* Until path contains s (or 5 s pass). */
