@@ -2,8 +2,7 @@
  * (src/cli/view.c over src/cli/table.c), on hand-written replies in the shapes of
  * docs/api.md: every line within 80 columns, long names and reasons cut with '~',
  * the wide form not cut, durations and ETAs, the MIG map, the usage total; and the
- * arguments the client parses (dates, ids, query strings). The CLI's sources are
- * compiled into the gpuorch binary only, so this test compiles the ones it checks. */
+ * arguments the client parses (dates, ids, query strings). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,9 +10,12 @@
 
 #include <cmocka.h>
 
-#include "../../src/cli/client.c"
-#include "../../src/cli/table.c"
-#include "../../src/cli/view.c"
+#include "cli/client.h"
+#include "cli/table.h"
+#include "cli/view.h"
+#include "util/macro.h"
+
+#include <errno.h>
 
 #include <string.h>
 
