@@ -57,7 +57,8 @@ struct Agent {
     int64_t backoff_ms;     /* 0 while the server answers */
     char *link_error;       /* the failure logged, NULL while the server answers */
     int64_t next_memory_poll;
-    bool dirty; /* the worker table needs saving */
+    bool dirty;        /* the worker table needs saving */
+    bool table_loaded; /* the table may be written: it was read first */
 };
 
 static char *join(const char *a, const char *b)
@@ -333,8 +334,8 @@ static void flush_logs(Agent *a, Worker *w, bool quiet)
     } else if (status == 200) {
         w->log_status = 0;
     }
-    if (status)
-        mark_dirty(a); /* log_sent moved */
+    /* log_sent is not worth an fsync of the table per heartbeat: it is saved with the
+     * next change or at exit, and a server ignores bytes it already holds */
     buf_free(&err);
 }
 
@@ -687,6 +688,7 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
         goto fail;
     a->w = loaded;
     a->n_w = a->cap_w = n_loaded;
+    a->table_loaded = true;
     for (size_t i = 0; i < a->n_w; i++) {
         Worker *w = a->w[i];
         if (w->adopted)
@@ -718,8 +720,10 @@ void agent_close(Agent *a)
 {
     if (!a)
         return;
-    if (a->table_path && a->dirty)
+    if (a->table_loaded) {
+        a->dirty = true; /* log offsets, saved only now */
         save_table(a);
+    }
     for (size_t i = 0; i < a->n_w; i++)
         worker_free(a->w[i]);
     free(a->w);
