@@ -570,10 +570,25 @@ static int nvml_mig_apply(GpuBackend *b, unsigned index, const MigLayout *target
     }
     if (off && cur != NVML_DEVICE_MIG_ENABLE)
         return 0;
+    nvmlReturn_t act = NVML_SUCCESS;
+    nvmlReturn_t nr;
+    if (!off && cur != NVML_DEVICE_MIG_ENABLE) {
+        /* first: NVML describes the GPU instance profiles only in MIG mode, and with MIG
+         * off no instance exists that could be busy */
+        nr = n->f.DeviceSetMigMode(dev, NVML_DEVICE_MIG_ENABLE, &act);
+        if (nr != NVML_SUCCESS || act != NVML_SUCCESS ||
+            n->f.DeviceGetMigMode(dev, &cur, &pending) != NVML_SUCCESS ||
+            cur != NVML_DEVICE_MIG_ENABLE) {
+            buf_printf(err,
+                       "GPU %u: turning MIG on: %s (the change may wait for a GPU reset: "
+                       "nvidia-smi -i %u -r)",
+                       index, nerr(n, nr != NVML_SUCCESS ? nr : act), index);
+            return -EIO;
+        }
+    }
 
     Existing ex[MIG_MAX_SLOTS * 2];
-    size_t n_ex =
-        cur == NVML_DEVICE_MIG_ENABLE ? existing_instances(n, dev, ex, ARRAY_SIZE(ex)) : 0;
+    size_t n_ex = existing_instances(n, dev, ex, ARRAY_SIZE(ex));
     /* what stays, what goes; refuse before touching anything when a busy one would go */
     bool keep_ex[MIG_MAX_SLOTS * 2] = {false};
     nvmlGpuInstanceProfileInfo_t want_info[MIG_MAX_SLOTS];
@@ -601,15 +616,13 @@ static int nvml_mig_apply(GpuBackend *b, unsigned index, const MigLayout *target
     for (size_t i = 0; i < n_ex; i++) {
         if (keep_ex[i])
             continue;
-        nvmlReturn_t nr = destroy_instance(n, ex[i].gi);
+        nr = destroy_instance(n, ex[i].gi);
         if (nr != NVML_SUCCESS) {
             buf_printf(err, "GPU %u: destroying the instance at slot %u: %s", index, ex[i].start,
                        nerr(n, nr));
             return nr == NVML_ERROR_IN_USE ? -EBUSY : -EIO;
         }
     }
-    nvmlReturn_t act = NVML_SUCCESS;
-    nvmlReturn_t nr;
     if (off) {
         nr = n->f.DeviceSetMigMode(dev, NVML_DEVICE_MIG_DISABLE, &act);
         if (nr != NVML_SUCCESS || act != NVML_SUCCESS) {
@@ -618,18 +631,6 @@ static int nvml_mig_apply(GpuBackend *b, unsigned index, const MigLayout *target
             return -EIO;
         }
         return 0;
-    }
-    if (cur != NVML_DEVICE_MIG_ENABLE) {
-        nr = n->f.DeviceSetMigMode(dev, NVML_DEVICE_MIG_ENABLE, &act);
-        if (nr != NVML_SUCCESS || act != NVML_SUCCESS ||
-            n->f.DeviceGetMigMode(dev, &cur, &pending) != NVML_SUCCESS ||
-            cur != NVML_DEVICE_MIG_ENABLE) {
-            buf_printf(err,
-                       "GPU %u: turning MIG on: %s (the change may wait for a GPU reset: "
-                       "nvidia-smi -i %u -r)",
-                       index, nerr(n, nr != NVML_SUCCESS ? nr : act), index);
-            return -EIO;
-        }
     }
     for (size_t i = 0; i < n_ex; i++)
         if (keep_ex[i]) {
