@@ -1,7 +1,7 @@
 # gpuorch: the commands people type. CMake + Ninja do the building.
 #   make          release build in build/
 #   make test     ASan+UBSan build in build-test/, every test through ctest
-#   make run      the main job: plan the demo jobs onto the demo cluster
+#   make run      the main job: a server and two agents (simulated GPUs) on the demo cluster
 #   make bench    benchmarks, results into bench/RESULTS.md
 #   make deps     install missing Debian packages (apt-get update first)
 
@@ -37,7 +37,7 @@ test: deps
 	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 run: deps build
-	./$(BUILD)/gpuorch plan --cluster examples/cluster-demo.yaml --jobs examples/jobs-demo.yaml
+	./tools/run-local.sh $(BUILD)
 
 bench: deps build
 	./bench/run.sh $(BUILD)

@@ -51,10 +51,10 @@ fi
 AGENT=$(cat var/agent.token)
 GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
     "$BIN" agent --server "$URL" --token "$AGENT" --node h100-0 --gpus sim:H100-80GB-SXM5:8 \
-    --state-dir var/agent-h100-0 2>var/agent-h100-0.log &
+    --address 127.0.0.1 --checkpoint-root var/checkpoints --state-dir var/agent-h100-0 2>var/agent-h100-0.log &
 GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
     "$BIN" agent --server "$URL" --token "$AGENT" --node a100-0 --gpus sim:A100-80GB:8 \
-    --state-dir var/agent-a100-0 2>var/agent-a100-0.log &
+    --address 127.0.0.1 --checkpoint-root var/checkpoints --state-dir var/agent-a100-0 2>var/agent-a100-0.log &
 
 cat <<MSG
 
