@@ -301,6 +301,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+/* libmicrohttpd's logger hands over its own format string. */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char msg[256];
