@@ -4,9 +4,11 @@
  *       THREADS clients each POST one single-GPU job at a time, for SECONDS; every
  *       reply must be 201 (each is durable in the store when it comes).
  *   bench_api latency URL TOKEN COUNT TEAM             submit-to-start on an idle cluster:
- *       COUNT jobs one after the other; each is waited for until it runs, and its
- *       latency is its run's start (the worker process start the agent reports) minus
- *       its submission, both as the server recorded them. Prints p50/p95/p99/max.
+ *       COUNT jobs one after the other, each after a random pause of up to a second (so
+ *       that submissions fall at any phase of the agents' heartbeats); each is waited
+ *       for until it runs, and its latency is its run's start (the worker process
+ *       start the agent reports) minus its submission, both as the server recorded
+ *       them. Prints p50/p95/p99/max.
  *
  * Exit 1 when a request fails, so a broken server cannot produce a figure. */
 #include "net/http_client.h"
@@ -103,7 +105,10 @@ static int run_latency(const char *url, const char *token, int count, const char
              "\"2\"]}",
              team);
     int rc = 0;
+    /* arrivals at a random phase of the agents' heartbeats, as real ones come */
+    unsigned seed = 1;
     for (int i = 0; i < count && !rc; i++) {
+        usleep((useconds_t)(rand_r(&seed) % 1000) * 1000);
         if (http_request(h, "POST", "/api/v1/jobs", "application/json", body, strlen(body), &r,
                          &err) < 0 ||
             r.status != 201) {

@@ -5,6 +5,8 @@
 #      with the authors' figures, and gpuorch against FGD on every trace variant;
 #   3. the Philly job table in time mode with every time-mode policy;
 #   4. the mixed inference + training cluster (bench/mixed.sh, charts in bench/charts/);
+#   5. the running system through its HTTP API (bench/api.sh): durable submissions per
+#      second and submit-to-start latency;
 #   and how long the simulations take.
 # Parts that need ../shared/traces say so in the results and are skipped when absent.
 set -eu
@@ -188,4 +190,6 @@ else
 fi
 echo "bench: the mixed inference + training cluster" >&2
 sh bench/mixed.sh "$BIN" "$OUT" "$PHILLY"
+echo "bench: the running system through its API" >&2
+sh bench/api.sh "$BUILD" "$OUT"
 echo "bench: wrote $OUT" >&2
