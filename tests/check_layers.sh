@@ -16,7 +16,8 @@ if [ -n "$bad" ]; then
   echo "$bad"
   fail=1
 fi
-# layers: util <- core <- spec, sim <- cli
+# layers: util <- core <- spec <- sim; util <- store, net; core, spec, store <- server;
+# core, spec, net <- agent; cli on top of all
 check() {
   layer=$1; shift
   for banned in "$@"; do
@@ -27,9 +28,13 @@ check() {
     fi
   done
 }
-check util core spec sim cli
-check core spec sim cli
-check spec sim cli
-check sim cli
+check util core spec sim store net server agent cli
+check core spec sim store net server agent cli
+check spec sim store net server agent cli
+check sim store net server agent cli
+check store core spec sim net server agent cli
+check net core spec sim store server agent cli
+check server sim net agent cli
+check agent sim store server cli
 [ $fail -eq 0 ] && echo "layers ok"
 exit $fail
