@@ -655,6 +655,8 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
                 log_error("event=submit_memory job=%lld reason=\"%s\"", (long long)j->st.id,
                           buf_str(&why));
                 status = 500;
+            } else {
+                j->position = sched_position_newest(&s->sched, &j->sj);
             }
             buf_free(&why);
             ret_ids[i] = j->st.id;
@@ -819,11 +821,8 @@ uint32_t server_position(Server *s, const ServerJob *j)
 
 uint32_t server_position_new(Server *s, const ServerJob *j)
 {
-    if (j->st.state != JOB_PENDING)
-        return 0;
-    if (!s->order_stale)
-        return j->position;
-    return sched_position_newest(&s->sched, &j->sj);
+    /* counted when it was queued (it was the newest then), or by a cycle since */
+    return j->st.state == JOB_PENDING ? j->position : 0;
 }
 
 int64_t server_eta_ms(Server *s, const ServerJob *j)

@@ -178,8 +178,8 @@ ServerJob *server_job(Server *s, int64_t id);
 /* Queue position (1 = next) of a pending job, 0 when not pending. Recomputes the
  * queue order when it is stale. */
 uint32_t server_position(Server *s, const ServerJob *j);
-/* The same for a job just submitted, counted without ordering the whole queue (exact
- * unless another submission of the same millisecond overtook it). */
+/* The same for a job just submitted, counted when it was queued without ordering the
+ * whole queue (exact unless a submission of the same millisecond overtook it). */
 uint32_t server_position_new(Server *s, const ServerJob *j);
 /* When a pending job is expected to start (a reservation holds nodes for it), or -1. */
 int64_t server_eta_ms(Server *s, const ServerJob *j);
