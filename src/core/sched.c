@@ -193,10 +193,16 @@ static size_t bucket_of(const Sched *s, const SchedJob *j)
     return ((size_t)lower * PRIO_COUNT + prio) * s->ten.n_teams + team;
 }
 
+double sched_queue_key(const SchedJob *j)
+{
+    return j->moved ? j->queue_key : (double)j->submit_ms;
+}
+
 static bool earlier(const SchedJob *a, const SchedJob *b)
 {
-    if (a->submit_ms != b->submit_ms)
-        return a->submit_ms < b->submit_ms;
+    double ka = sched_queue_key(a), kb = sched_queue_key(b);
+    if (ka != kb)
+        return ka < kb;
     return a->id < b->id;
 }
 
@@ -341,6 +347,61 @@ static int build_order(Sched *s)
     free(at);
     s->n_order = n;
     return 0;
+}
+
+/* Make the keys of a bucket's queued jobs strictly increasing, in their current order;
+ * returns how many jobs got a new key. */
+static size_t spread_keys(SchedBucket *b)
+{
+    size_t changed = 0;
+    double last = -INFINITY;
+    for (size_t i = 0; i < b->n; i++) {
+        SchedJob *q = b->j[i];
+        if (!q->queued)
+            continue;
+        double k = sched_queue_key(q);
+        if (k <= last) {
+            k = last + 1e-3;
+            q->moved = true;
+            q->queue_key = k;
+            changed++;
+        }
+        last = k;
+    }
+    return changed;
+}
+
+int sched_move(Sched *s, SchedJob *j, const SchedJob *anchor, bool after)
+{
+    if (!j->queued || !anchor->queued || j == anchor || j->bucket != anchor->bucket)
+        return -EINVAL;
+    SchedBucket *b = &s->buckets[j->bucket];
+    /* the anchor's queued neighbour on the side j goes to (j itself does not count) */
+    const SchedJob *next = NULL;
+    size_t at = 0;
+    while (at < b->n && b->j[at] != anchor)
+        at++;
+    if (at == b->n)
+        return -EINVAL;
+    for (size_t k = at; after ? ++k < b->n : k-- > 0;)
+        if (b->j[k]->queued && b->j[k] != j) {
+            next = b->j[k];
+            break;
+        }
+    double ka = sched_queue_key(anchor);
+    double key = next ? (ka + sched_queue_key(next)) / 2 : ka + (after ? 1 : -1);
+    if (key == ka || (next && key == sched_queue_key(next))) {
+        /* jobs submitted in one millisecond share a key and only their ids order them:
+         * give the bucket's jobs distinct keys (a microsecond apart, order kept), then
+         * look again */
+        if (spread_keys(b) == 0)
+            return -ERANGE;
+        return sched_move(s, j, anchor, after);
+    }
+    sched_dequeue(s, j);
+    j->moved = true;
+    j->queue_key = key;
+    return sched_enqueue(s, j);
 }
 
 uint32_t sched_position_newest(Sched *s, const SchedJob *j)

@@ -79,6 +79,8 @@ typedef struct SchedJob {
     double ask_units;   /* what it would hold, for quotas (set on enqueue) */
     double units;       /* GPU_UNITS held */
     int64_t submit_ms;
+    bool moved;          /* a lead moved it: queue_key orders it, not submit_ms */
+    double queue_key;    /* moved: its place among its bucket's jobs, in ms like submit_ms */
     int64_t estimate_ms; /* expected remaining run time, NO_DURATION when unknown */
     int64_t grace_ms;    /* how long it takes to stop after a preemption signal */
     /* its run (kept true by the caller) */
@@ -199,6 +201,14 @@ int sched_cycle(Sched *s, int64_t now_ms, SchedJob **running, size_t n_running,
 /* The waiting jobs in queue order now (arrivals since the last cycle included), into
  * s->order[0..n_order); returns n_order, or -ENOMEM. */
 int sched_order(Sched *s);
+
+/* The key that orders a job among the jobs of its bucket (and among teams of equal fair
+ * share): its submission time, or where it was moved. */
+double sched_queue_key(const SchedJob *j);
+/* Move a queued job just before (or after) another queued job of the same bucket (the
+ * same class and team): its key becomes one between that job and its neighbour. 0, or
+ * -EINVAL when they are not both queued in one bucket, or -ENOMEM. */
+int sched_move(Sched *s, SchedJob *j, const SchedJob *anchor, bool after);
 
 /* The place (1 = next) sched_order would give a queued job that was submitted after
  * every other job of its class and fair-share group (a new submission), counted from

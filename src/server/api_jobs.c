@@ -397,25 +397,42 @@ void api_job_patch(Server *s, const HttpRequest *rq, HttpResponse *rp)
     json_t *v;
     json_object_foreach(body, key, v)
     {
-        if (strcmp(key, "priority")) {
-            http_reply_error(rp, 400, "unknown field '%s' (a job's priority is all that changes)",
+        if (strcmp(key, "priority") && strcmp(key, "before") && strcmp(key, "after")) {
+            http_reply_error(rp, 400,
+                             "unknown field '%s' (a job's priority, or its place: 'before' or "
+                             "'after' another job)",
                              key);
             json_decref(body);
             return;
         }
     }
     json_t *pv = json_object_get(body, "priority");
+    json_t *bv = json_object_get(body, "before"), *av = json_object_get(body, "after");
     int p = json_is_string(pv) ? priority_from_name(json_string_value(pv)) : -1;
-    if (p < 0) {
-        http_reply_error(rp, 400,
-                         pv ? "field 'priority': expected production, high, normal or low"
-                            : "field 'priority' is required");
+    const char *bad = NULL;
+    if (pv && p < 0)
+        bad = "field 'priority': expected production, high, normal or low";
+    else if (!pv && !bv && !av)
+        bad = "give 'priority', or 'before' or 'after' with another job's id";
+    else if (bv && av)
+        bad = "give 'before' or 'after', not both";
+    else if ((bv && (!json_is_integer(bv) || json_integer_value(bv) < 1)) ||
+             (av && (!json_is_integer(av) || json_integer_value(av) < 1)))
+        bad = bv ? "field 'before': expected a job id" : "field 'after': expected a job id";
+    if (bad) {
+        http_reply_error(rp, 400, "%s", bad);
         json_decref(body);
         return;
     }
+    int64_t anchor = json_integer_value(bv ? bv : av);
+    bool after = av != NULL;
     json_decref(body);
     Buf err = {0};
-    int status = server_set_priority(s, &rq->who, id, (Priority)p, &err);
+    int status = 200;
+    if (pv)
+        status = server_set_priority(s, &rq->who, id, (Priority)p, &err);
+    if (status / 100 == 2 && (bv || av))
+        status = server_move(s, &rq->who, id, anchor, after, &err);
     if (status / 100 == 2)
         reply_job(s, id, status, rp);
     else

@@ -255,6 +255,10 @@ static int load_job(void *arg, StoreJob *sjob)
     }
     if (r == 0 && !job_state_ended(j->st.state)) {
         if (j->st.state == JOB_PENDING) {
+            if (j->st.queue_key != 0) {
+                j->sj.moved = true;
+                j->sj.queue_key = j->st.queue_key;
+            }
             r = sched_enqueue(&s->sched, &j->sj);
         } else {
             r = restore_allocation(s, j, &why);
@@ -749,6 +753,62 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
         }
         s->order_stale = true;
         server_kick(s);
+    }
+    changes_free(&ch);
+    pthread_mutex_unlock(&s->lock);
+    return status;
+}
+
+int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool after, Buf *err)
+{
+    pthread_mutex_lock(&s->lock);
+    int status = 200;
+    ServerJob *j = server_job(s, id), *a = server_job(s, anchor);
+    Changes ch = {0};
+    if (!j || !a) {
+        buf_printf(err, "no job %lld", (long long)(j ? anchor : id));
+        status = 404;
+    } else if (who->role != ROLE_ADMIN &&
+               (who->role != ROLE_LEAD || !may_act_for_team(who, j->st.team))) {
+        buf_printf(err, "only an admin or the lead of team '%s' may reorder its jobs",
+                   j->st.team ? j->st.team : "");
+        status = 403;
+    } else if (j->st.state != JOB_PENDING || a->st.state != JOB_PENDING) {
+        buf_printf(err, "only pending jobs are reordered: job %lld is %s",
+                   (long long)(j->st.state != JOB_PENDING ? id : anchor),
+                   job_state_name(j->st.state != JOB_PENDING ? j->st.state : a->st.state));
+        status = 409;
+    } else if (j->sj.team != a->sj.team || j->st.priority != a->st.priority) {
+        buf_printf(err,
+                   "jobs %lld and %lld are not of one team and priority class; a job moves "
+                   "among its team's jobs of its class",
+                   (long long)id, (long long)anchor);
+        status = 409;
+    } else if (id != anchor) {
+        int r = sched_move(&s->sched, &j->sj, &a->sj, after);
+        if (r < 0) {
+            buf_printf(err, "cannot move job %lld there", (long long)id);
+            status = r == -ENOMEM ? 500 : 409;
+        } else {
+            /* every moved job of the bucket keeps its key across a restart */
+            for (size_t k = 0; k < s->sched.buckets[j->sj.bucket].n; k++) {
+                ServerJob *q = server_job(s, s->sched.buckets[j->sj.bucket].j[k]->id);
+                if (q && q->sj.moved) {
+                    q->st.queue_key = q->sj.queue_key;
+                    changes_job(&ch, q);
+                }
+            }
+            char detail[64];
+            snprintf(detail, sizeof(detail), "%s job %lld", after ? "after" : "before",
+                     (long long)anchor);
+            changes_event(&ch, j, server_now_ms(), "move", detail);
+            if (server_commit(s, &ch) < 0) {
+                buf_printf(err, "the store failed; the move may not have been saved");
+                status = 500;
+            }
+            s->order_stale = true;
+            server_kick(s);
+        }
     }
     changes_free(&ch);
     pthread_mutex_unlock(&s->lock);

@@ -168,6 +168,8 @@ int64_t server_now_ms(void);
 int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids, Buf *err);
 int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err);
 int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Buf *err);
+/* Move a pending job just before (after) another pending job of its team and class. */
+int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool after, Buf *err);
 int server_team_set(Server *s, const char *team, const double *guaranteed_gpus,
                     const double *burst_gpus, const double *weight, Buf *err);
 

@@ -73,6 +73,8 @@ static const Migration steps[] = {
      " gpu_index INTEGER NOT NULL,"
      " layout_json TEXT NOT NULL,"
      " PRIMARY KEY (node, gpu_index)) WITHOUT ROWID;"},
+    {"queue keys of jobs a lead moved (0: ordered by submission)",
+     "ALTER TABLE jobs ADD COLUMN queue_key REAL NOT NULL DEFAULT 0;"},
 };
 
 int migrations_latest(void)

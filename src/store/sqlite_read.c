@@ -13,7 +13,7 @@ const char *const sqlite_read_sql[RS_COUNT] = {
     [RS_PING] = "SELECT max(version) FROM schema_version",
     [RS_JOBS] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
                 "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
-                "checkpoint_ms, placement_json FROM jobs ORDER BY id",
+                "checkpoint_ms, placement_json, queue_key FROM jobs ORDER BY id",
     [RS_EVENTS] = "SELECT t_ms, type, detail FROM events WHERE job = ? ORDER BY t_ms, id",
     [RS_USAGE] = "SELECT job, team, project, pool, model, tier, gpu_equivalents, "
                  "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2) FROM usage "
@@ -79,6 +79,7 @@ static int row_job(sqlite3_stmt *st, StoreJob *j)
         .end_ms = sqlite3_column_int64(st, 12),
         .exit_code = sqlite3_column_int(st, 13),
         .checkpoint_ms = sqlite3_column_int64(st, 15),
+        .queue_key = sqlite3_column_double(st, 17),
     };
     if (col_dup(st, 1, &j->name) < 0 || col_dup(st, 2, &j->team) < 0 ||
         col_dup(st, 3, &j->project) < 0 || col_dup(st, 4, &j->spec_json) < 0 ||

@@ -16,11 +16,11 @@ const char *const sqlite_write_sql[WS_COUNT] = {
     [WS_ROLLBACK_TO] = "ROLLBACK TO part",
     [WS_JOB_INSERT] = "INSERT INTO jobs (name, team, project, spec_json, owner, submit_ms, "
                       "priority, state, run, preemptions, start_ms, end_ms, exit_code, "
-                      "checkpoint, checkpoint_ms, placement_json) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      "checkpoint, checkpoint_ms, placement_json, queue_key) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     [WS_JOB_UPDATE] = "UPDATE jobs SET priority = ?, state = ?, run = ?, preemptions = ?, "
                       "start_ms = ?, end_ms = ?, exit_code = ?, checkpoint = ?, "
-                      "checkpoint_ms = ?, placement_json = ? WHERE id = ?",
+                      "checkpoint_ms = ?, placement_json = ?, queue_key = ? WHERE id = ?",
     [WS_EVENT_INSERT] = "INSERT INTO events (job, t_ms, type, detail) VALUES (?, ?, ?, ?)",
     [WS_USAGE_INSERT] = "INSERT INTO usage (job, team, project, pool, model, tier, "
                         "gpu_equivalents, price_micro_usd, start_ms, end_ms) "
@@ -40,8 +40,8 @@ static void bind_text(sqlite3_stmt *st, int i, const char *s)
     sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
 }
 
-/* The mutable fields as parameters from..from + 9, in the order both job statements list
- * them; returns the next parameter's index. */
+/* The mutable fields as parameters from..from + 10, in the order both job statements
+ * list them; returns the next parameter's index. */
 static int bind_job_state(sqlite3_stmt *st, int from, const StoreJob *j)
 {
     sqlite3_bind_int(st, from, j->priority);
@@ -54,7 +54,8 @@ static int bind_job_state(sqlite3_stmt *st, int from, const StoreJob *j)
     bind_text(st, from + 7, j->checkpoint);
     sqlite3_bind_int64(st, from + 8, j->checkpoint_ms);
     bind_text(st, from + 9, j->placement_json);
-    return from + 10;
+    sqlite3_bind_double(st, from + 10, j->queue_key);
+    return from + 11;
 }
 
 /* A StoreWrite on its way, and the ids of its inserts until they are published. */

@@ -53,6 +53,7 @@ typedef struct StoreJob {
     int32_t exit_code; /* -1 until it ended with one */
     char *checkpoint;  /* latest completed checkpoint, NULL: none */
     int64_t checkpoint_ms;
+    double queue_key;     /* where a lead moved it in its queue (0: by submission) */
     char *placement_json; /* the allocation while it holds one, else NULL */
 } StoreJob;
 

@@ -1611,6 +1611,49 @@ static void test_position_newest_matches_order(void **state)
     assert_int_equal(sched_position_newest(&w->s, taken), 0);
 }
 
+/* A lead moves a job inside its team and class: sched_move puts it just before or
+ * after another queued job of the same bucket, the order shows it, and jobs submitted in
+ * the same millisecond (ordered only by id) can be moved between too. Moving across
+ * buckets (another class or team) is refused. */
+static void test_move_within_bucket(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool(c, "p", 8, 1, false);
+    add_team(c, "a", 4, 16);
+    add_team(c, "b", 4, 16);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "gpuorch", &cfg);
+    SchedJob *big = submit(w, (JobArgs){.gpus = 8, .team = "a"});
+    cycle(w, 0);
+    assert_true(started(w, big));
+    /* four waiting jobs of team a, the last three in one millisecond, and one of b */
+    SchedJob *j1 = submit(w, (JobArgs){.gpus = 8, .team = "a", .submit_ms = 10});
+    SchedJob *j2 = submit(w, (JobArgs){.gpus = 8, .team = "a", .submit_ms = 20});
+    SchedJob *j3 = submit(w, (JobArgs){.gpus = 8, .team = "a", .submit_ms = 20});
+    SchedJob *j4 = submit(w, (JobArgs){.gpus = 8, .team = "a", .submit_ms = 20});
+    SchedJob *other = submit(w, (JobArgs){.gpus = 8, .team = "b", .submit_ms = 15});
+    SchedJob *hi = submit(w, (JobArgs){.gpus = 8, .team = "a", .prio = "high", .submit_ms = 30});
+    assert_int_equal(sched_move(&w->s, j4, j1, false), 0); /* j4 to the front of a's jobs */
+    assert_int_equal(sched_order(&w->s), 6);
+    const SchedJob *want1[] = {hi, j4, j1, other, j2, j3};
+    assert_order(w, want1, 6);
+    /* between two jobs of one millisecond: j4 goes between j2 and j3 */
+    assert_int_equal(sched_move(&w->s, j4, j2, true), 0);
+    assert_int_equal(sched_order(&w->s), 6);
+    const SchedJob *want2[] = {hi, j1, other, j2, j4, j3};
+    assert_order(w, want2, 6);
+    assert_int_equal(sched_move(&w->s, j1, j3, true), 0); /* to the back */
+    assert_int_equal(sched_order(&w->s), 6);
+    const SchedJob *want3[] = {hi, other, j2, j4, j3, j1};
+    assert_order(w, want3, 6);
+    /* another team's job, another class, or a job not queued: refused */
+    assert_int_equal(sched_move(&w->s, j1, other, false), -EINVAL);
+    assert_int_equal(sched_move(&w->s, j1, hi, false), -EINVAL);
+    assert_int_equal(sched_move(&w->s, j1, big, false), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1665,6 +1708,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_right_size_by_memory, world_setup, world_teardown),
         cmocka_unit_test_setup_teardown(test_position_newest_matches_order, world_setup,
                                         world_teardown),
+        cmocka_unit_test_setup_teardown(test_move_within_bucket, world_setup, world_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
