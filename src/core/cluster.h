@@ -75,6 +75,7 @@ typedef struct Team {
     double guaranteed_gpus; /* GPU-equivalents */
     double burst_gpus;
     double weight;
+    double budget_gpu_hours; /* per calendar month (UTC), GPU-equivalent hours; 0: none */
     char **projects;
     size_t n_projects;
 } Team;

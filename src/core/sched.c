@@ -959,6 +959,11 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         uint32_t slot = tenancy_slot(&s->ten, j->team);
         double units = j->ask_units;
         bool in_guarantee = !s->ten.quotas || tenancy_within_guarantee(&s->ten, slot, units);
+        /* a team past its monthly budget starts only production work */
+        if (s->ten.teams[slot].over_budget && j->priority != PRIO_PRODUCTION) {
+            set_reason(j, s->ten.teams[slot].budget_reason);
+            continue;
+        }
         if (s->ten.quotas && !tenancy_within_burst(&s->ten, slot, units)) {
             set_reason(j, "its team is at its burst limit");
             continue;

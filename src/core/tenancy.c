@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 int tenancy_init(Tenancy *t, const Cluster *c, int64_t half_life_ms)
 {
@@ -17,7 +18,8 @@ int tenancy_init(Tenancy *t, const Cluster *c, int64_t half_life_ms)
         const Team *tm = &c->teams[i];
         t->teams[i] = (TeamState){.guaranteed_units = tm->guaranteed_gpus * GPU_UNITS,
                                   .burst_units = tm->burst_gpus * GPU_UNITS,
-                                  .weight = tm->weight > 0 ? tm->weight : 0};
+                                  .weight = tm->weight > 0 ? tm->weight : 0,
+                                  .budget_gpu_hours = tm->budget_gpu_hours};
     }
     /* work of no known team: nothing guaranteed, may borrow everything */
     t->teams[c->n_teams] = (TeamState){.burst_units = cluster_units, .weight = 1};
@@ -82,4 +84,67 @@ bool tenancy_within_burst(const Tenancy *t, uint32_t slot, double units)
     const TeamState *ts = &t->teams[slot];
     double limit = ts->burst_units > ts->guaranteed_units ? ts->burst_units : ts->guaranteed_units;
     return ts->held_units + units <= limit + 1e-6;
+}
+
+/* Append text to the reason, cut at its end. */
+static size_t put_text(char *out, size_t at, const char *text)
+{
+    size_t n = strlen(text);
+    if (at + n >= TENANCY_REASON_LEN)
+        n = TENANCY_REASON_LEN - 1 - at;
+    memcpy(out + at, text, n);
+    out[at + n] = '\0';
+    return at + n;
+}
+
+/* Append GPU-hours as a person reads them (no stdio in the core): about three
+ * significant digits, at most six decimals, trailing zeros dropped (12.3, 0.00056). */
+static size_t put_hours(char *out, size_t at, double v)
+{
+    int decimals = v >= 100 ? 0 : v >= 10 ? 1 : v >= 1 ? 2 : 6;
+    double scale = 1;
+    for (int i = 0; i < decimals; i++)
+        scale *= 10;
+    uint64_t x = v > 0 && v < 1e15 ? (uint64_t)llround(v * scale) : 0;
+    char digits[32];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + x % 10);
+        x /= 10;
+    } while (x || (int)n <= decimals);
+    /* digits holds the number backwards: [0, decimals) are the decimals, and the
+     * zeros at their low end are trailing zeros */
+    int zeros = 0;
+    while (zeros < decimals && digits[zeros] == '0')
+        zeros++;
+    char text[40];
+    size_t m = 0;
+    for (size_t i = n; i-- > (size_t)decimals;)
+        text[m++] = digits[i];
+    if (zeros < decimals)
+        text[m++] = '.';
+    for (int i = decimals - 1; i >= zeros; i--)
+        text[m++] = digits[i];
+    text[m] = '\0';
+    return put_text(out, at, text);
+}
+
+void tenancy_set_budget(Tenancy *t, uint32_t slot, const char *team, int64_t used_micro_hours,
+                        double budget_gpu_hours)
+{
+    TeamState *ts = &t->teams[slot];
+    ts->month_micro_hours = used_micro_hours;
+    ts->budget_gpu_hours = budget_gpu_hours > 0 ? budget_gpu_hours : 0;
+    ts->over_budget =
+        ts->budget_gpu_hours > 0 && (double)used_micro_hours >= ts->budget_gpu_hours * 1e6;
+    ts->budget_reason[0] = '\0';
+    if (!ts->over_budget)
+        return;
+    size_t at = put_text(ts->budget_reason, 0, "team ");
+    at = put_text(ts->budget_reason, at, team ? team : "");
+    at = put_text(ts->budget_reason, at, " used its GPU-hour budget for this month (");
+    at = put_hours(ts->budget_reason, at, (double)used_micro_hours / 1e6);
+    at = put_text(ts->budget_reason, at, " of ");
+    at = put_hours(ts->budget_reason, at, ts->budget_gpu_hours);
+    put_text(ts->budget_reason, at, ")");
 }

@@ -9,7 +9,10 @@
  * into the guarantee. Fair share follows Slurm's classic factor: a team's usage decays
  * with a half-life, and teams are ordered by their share of the decayed usage over
  * their share of the weights. A cluster without teams has no quotas: every job is
- * guaranteed and fair share is flat. */
+ * guaranteed and fair share is flat.
+ *
+ * A team may also have a GPU-hour budget per calendar month. The core keeps no clock
+ * or calendar: the caller counts the month's use and says when a team is over. */
 #pragma once
 
 #include "core/cluster.h"
@@ -18,7 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TEAM_NONE UINT32_MAX
+#define TEAM_NONE          UINT32_MAX
+#define TENANCY_REASON_LEN 160
 
 typedef struct TeamState {
     double guaranteed_units; /* GPU_UNITS */
@@ -27,6 +31,14 @@ typedef struct TeamState {
     double held_units;      /* allocated now */
     double guaranteed_held; /* the part of held inside the guarantee */
     double usage;           /* decayed usage, GPU_UNITS x ms */
+    /* The monthly GPU-hour budget. The caller counts what the team used this calendar
+     * month and calls tenancy_set_budget; while over_budget is set, the team's waiting
+     * non-production work stays waiting with budget_reason as its reason. */
+    bool over_budget;
+    double budget_gpu_hours;         /* 0: none */
+    int64_t month_micro_hours;       /* used this month, ended and running work (1e-6 h) */
+    int64_t month_ended_micro_hours; /* the caller's tally of the runs ended this month */
+    char budget_reason[TENANCY_REASON_LEN];
 } TeamState;
 
 typedef struct Tenancy {
@@ -35,6 +47,7 @@ typedef struct Tenancy {
     bool quotas;      /* the cluster has teams: guarantees and bursts apply */
     int64_t half_life_ms;
     int64_t last_ms;
+    int64_t month_start_ms; /* the caller's: the month its budget counts are of (0: none yet) */
 } Tenancy;
 
 /* Teams from the cluster spec; work without a known team gets no guarantee and may
@@ -55,3 +68,8 @@ double tenancy_fair_key(const Tenancy *t, uint32_t slot);
 /* Whether a job of units more fits inside the team's guarantee / burst limit now. */
 bool tenancy_within_guarantee(const Tenancy *t, uint32_t slot, double units);
 bool tenancy_within_burst(const Tenancy *t, uint32_t slot, double units);
+
+/* Record a team's use of its monthly budget (0 GPU-hours: no budget): it is over budget
+ * once it used all of it, and the reason its waiting work gives says so in numbers. */
+void tenancy_set_budget(Tenancy *t, uint32_t slot, const char *team, int64_t used_micro_hours,
+                        double budget_gpu_hours);

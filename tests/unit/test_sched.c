@@ -1654,6 +1654,51 @@ static void test_move_within_bucket(void **state)
     assert_int_equal(sched_move(&w->s, j1, big, false), -EINVAL);
 }
 
+/* Budgets: the caller marks team a over its monthly budget (12.345678 GPU-hours of 10).
+ * Its normal job waits, saying so in numbers; its production job starts, and so does
+ * team b's normal job, all in one cycle. Exactly at the budget is over it too; a
+ * millionth of an hour under it (a new month, a raised budget) and the job starts.
+ * Small numbers keep their digits (0.00056 of 0.0001), and no budget is never over. */
+static void test_over_budget_waits_but_production_starts(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool(c, "h", 4, 1, false);
+    add_team(c, "a", 1, 4);
+    add_team(c, "b", 1, 4);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    tenancy_set_budget(&w->s.ten, 0, "a", 12345678, 10);
+    assert_true(w->s.ten.teams[0].over_budget);
+    SchedJob *a1 = submit(w, (JobArgs){.team = "a", .submit_ms = 0});
+    SchedJob *ap = submit(w, (JobArgs){.team = "a", .prio = "production", .submit_ms = 1});
+    SchedJob *b1 = submit(w, (JobArgs){.team = "b", .submit_ms = 2});
+    cycle(w, 0);
+    assert_false(started(w, a1));
+    assert_true(started(w, ap) && started(w, b1));
+    assert_string_equal(a1->reason, "team a used its GPU-hour budget for this month (12.3 of 10)");
+
+    tenancy_set_budget(&w->s.ten, 0, "a", 10000000, 10);
+    cycle(w, 1000);
+    assert_false(started(w, a1));
+    assert_string_equal(a1->reason, "team a used its GPU-hour budget for this month (10 of 10)");
+
+    tenancy_set_budget(&w->s.ten, 0, "a", 9999999, 10);
+    assert_false(w->s.ten.teams[0].over_budget);
+    cycle(w, 2000);
+    assert_true(started(w, a1));
+    assert_string_equal(a1->reason, "");
+
+    tenancy_set_budget(&w->s.ten, 1, "b", 560, 0.0001);
+    assert_string_equal(w->s.ten.teams[1].budget_reason,
+                        "team b used its GPU-hour budget for this month (0.00056 of 0.0001)");
+    tenancy_set_budget(&w->s.ten, 1, "b", INT64_C(1) << 50, 0);
+    assert_false(w->s.ten.teams[1].over_budget);
+    assert_string_equal(w->s.ten.teams[1].budget_reason, "");
+    world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1709,6 +1754,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_position_newest_matches_order, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_move_within_bucket, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(test_over_budget_waits_but_production_starts, world_setup,
+                                        world_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
