@@ -19,6 +19,7 @@
 #define MAX_CPU_MILLI        (1000000 * INT64_C(1000))  /* a million cores */
 #define MAX_MEMORY_GIB_MILLI (4000000 * INT64_C(1000))  /* fits memory_mib in 32 bits */
 #define MAX_TEAM_GPUS_MILLI  (10000000 * INT64_C(1000))
+#define MAX_BUDGET_MILLI     (1000000000 * INT64_C(1000)) /* GPU-hours per month */
 
 enum { TOP_NAME, TOP_SWITCHES, TOP_POOLS, TOP_TEAMS, TOP_COUNT };
 static const char *const top_fields[TOP_COUNT] = {"name", "switches", "pools", "teams"};
@@ -47,9 +48,9 @@ static const char *const node_fields[N_COUNT] = {
     "cpus",      "memory_gib", "mig",  "mig_layout",
 };
 
-enum { T_NAME, T_GUARANTEED, T_BURST, T_WEIGHT, T_PROJECTS, T_COUNT };
-static const char *const team_fields[T_COUNT] = {"name", "guaranteed_gpus", "burst_gpus", "weight",
-                                                 "projects"};
+enum { T_NAME, T_GUARANTEED, T_BURST, T_WEIGHT, T_PROJECTS, T_BUDGET, T_COUNT };
+static const char *const team_fields[T_COUNT] = {
+    "name", "guaranteed_gpus", "burst_gpus", "weight", "projects", "budget_gpu_hours_per_month"};
 
 /* What the reader keeps besides the cluster: where each named thing was defined. */
 typedef struct ClusterReader {
@@ -512,6 +513,9 @@ static int read_team(ClusterReader *cr, struct fy_node *item, size_t line)
         r = -EINVAL;
     if (has[T_WEIGHT] && field_fixed(x, &v[T_WEIGHT], 3, 0, 1000000 * INT64_C(1000), &weight) < 0)
         r = -EINVAL;
+    int64_t budget = 0; /* GPU-hours per month, in thousandths; 0: none */
+    if (has[T_BUDGET] && field_fixed(x, &v[T_BUDGET], 3, 0, MAX_BUDGET_MILLI, &budget) < 0)
+        r = -EINVAL;
     if (burst < 0) {
         burst = guaranteed;
     } else if (r == 0 && burst < guaranteed) {
@@ -523,6 +527,7 @@ static int read_team(ClusterReader *cr, struct fy_node *item, size_t line)
         .guaranteed_gpus = (double)guaranteed / 1000.0,
         .burst_gpus = (double)burst / 1000.0,
         .weight = (double)weight / 1000.0,
+        .budget_gpu_hours = (double)budget / 1000.0,
     };
     if (has[T_PROJECTS]) {
         int e = field_each(x, &v[T_PROJECTS], team_project, &t);
