@@ -24,6 +24,10 @@ typedef struct StoreOps {
                       int (*fn)(void *arg, const char *name, double guaranteed_gpus,
                                 double burst_gpus, double weight),
                       void *arg);
+    int (*team_budget_set)(Store *s, const char *name, double budget_gpu_hours);
+    int (*team_budgets_load)(Store *s,
+                             int (*fn)(void *arg, const char *name, double budget_gpu_hours),
+                             void *arg);
     int (*token_insert)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
                         const char *team, const char *name, int64_t created_ms, int64_t *ret_id);
     int (*token_find)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);

@@ -75,6 +75,12 @@ static const Migration steps[] = {
      " PRIMARY KEY (node, gpu_index)) WITHOUT ROWID;"},
     {"queue keys of jobs a lead moved (0: ordered by submission)",
      "ALTER TABLE jobs ADD COLUMN queue_key REAL NOT NULL DEFAULT 0;"},
+    /* its own table: a team's quota row is all or nothing (NOT NULL), a budget is set
+     * alone */
+    {"teams' monthly GPU-hour budgets set through the API",
+     "CREATE TABLE team_budgets ("
+     " name TEXT PRIMARY KEY,"
+     " budget_gpu_hours REAL NOT NULL CHECK (budget_gpu_hours >= 0));"},
 };
 
 int migrations_latest(void)

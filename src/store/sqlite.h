@@ -24,6 +24,7 @@ enum {
     WS_EVENT_INSERT,
     WS_USAGE_INSERT,
     WS_TEAM_SET,
+    WS_TEAM_BUDGET_SET,
     WS_TOKEN_INSERT,
     WS_MIG_SET,
     WS_COUNT
@@ -36,6 +37,7 @@ enum {
     RS_EVENTS,
     RS_USAGE,
     RS_TEAMS,
+    RS_TEAM_BUDGETS,
     RS_TOKEN_FIND,
     RS_TOKEN_COUNT,
     RS_MIG,
@@ -89,6 +91,7 @@ extern const char *const sqlite_read_sql[RS_COUNT];
 int sqlite_write_store(Store *s, StoreWrite *w, Buf *err);
 int sqlite_write_team(Store *s, const char *name, double guaranteed_gpus, double burst_gpus,
                       double weight);
+int sqlite_write_team_budget(Store *s, const char *name, double budget_gpu_hours);
 int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
                        const char *team, const char *name, int64_t created_ms, int64_t *ret_id);
 int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *layout_json);
@@ -103,6 +106,9 @@ int sqlite_read_teams(Store *s,
                       int (*fn)(void *arg, const char *name, double guaranteed_gpus,
                                 double burst_gpus, double weight),
                       void *arg);
+int sqlite_read_team_budgets(Store *s,
+                             int (*fn)(void *arg, const char *name, double budget_gpu_hours),
+                             void *arg);
 int sqlite_read_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
 int sqlite_read_token_count(Store *s, int64_t *ret);
 int sqlite_read_mig(Store *s,

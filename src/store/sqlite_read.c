@@ -19,6 +19,7 @@ const char *const sqlite_read_sql[RS_COUNT] = {
                  "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2) FROM usage "
                  "WHERE start_ms < ?2 AND end_ms > ?1 AND end_ms > start_ms ORDER BY start_ms, id",
     [RS_TEAMS] = "SELECT name, guaranteed_gpus, burst_gpus, weight FROM teams ORDER BY name",
+    [RS_TEAM_BUDGETS] = "SELECT name, budget_gpu_hours FROM team_budgets ORDER BY name",
     [RS_TOKEN_FIND] = "SELECT id, role, team, name FROM tokens WHERE hash = ?",
     [RS_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
     [RS_MIG] = "SELECT node, gpu_index, layout_json FROM mig_layouts ORDER BY node, gpu_index",
@@ -153,6 +154,18 @@ int sqlite_read_teams(Store *s,
     while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
         r = fn(arg, col_text(st, 0), sqlite3_column_double(st, 1), sqlite3_column_double(st, 2),
                sqlite3_column_double(st, 3));
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_team_budgets(Store *s,
+                             int (*fn)(void *arg, const char *name, double budget_gpu_hours),
+                             void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_TEAM_BUDGETS);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        r = fn(arg, col_text(st, 0), sqlite3_column_double(st, 1));
     return read_end(db, st, rc, r);
 }
 

@@ -28,6 +28,8 @@ const char *const sqlite_write_sql[WS_COUNT] = {
     [WS_TEAM_SET] = "INSERT INTO teams (name, guaranteed_gpus, burst_gpus, weight) "
                     "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE SET "
                     "guaranteed_gpus = ?2, burst_gpus = ?3, weight = ?4",
+    [WS_TEAM_BUDGET_SET] = "INSERT INTO team_budgets (name, budget_gpu_hours) VALUES (?1, ?2) "
+                           "ON CONFLICT (name) DO UPDATE SET budget_gpu_hours = ?2",
     [WS_TOKEN_INSERT] = "INSERT INTO tokens (hash, role, team, name, created_ms) "
                         "VALUES (?, ?, ?, ?, ?)",
     [WS_MIG_SET] = "INSERT INTO mig_layouts (node, gpu_index, layout_json) VALUES (?1, ?2, ?3) "
@@ -198,6 +200,26 @@ int sqlite_write_team(Store *s, const char *name, double guaranteed_gpus, double
 {
     TeamPart t = {name, guaranteed_gpus, burst_gpus, weight};
     return sqlite_commit(sqlite_of(s), apply_team, NULL, &t, NULL);
+}
+
+typedef struct BudgetPart {
+    const char *name;
+    double budget_gpu_hours;
+} BudgetPart;
+
+static int apply_team_budget(SqliteStore *db, void *arg, Buf *err)
+{
+    const BudgetPart *b = arg;
+    sqlite3_stmt *st = db->ws[WS_TEAM_BUDGET_SET];
+    bind_text(st, 1, b->name);
+    sqlite3_bind_double(st, 2, b->budget_gpu_hours);
+    return sqlite_run(db, db->wdb, st, err);
+}
+
+int sqlite_write_team_budget(Store *s, const char *name, double budget_gpu_hours)
+{
+    BudgetPart b = {name, budget_gpu_hours};
+    return sqlite_commit(sqlite_of(s), apply_team_budget, NULL, &b, NULL);
 }
 
 typedef struct TokenPart {

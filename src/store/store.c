@@ -135,6 +135,20 @@ int store_teams_load(Store *s,
     return s->ops->teams_load(s, fn, arg);
 }
 
+int store_team_budget_set(Store *s, const char *name, double budget_gpu_hours)
+{
+    if (!name || !*name || !(budget_gpu_hours >= 0) || budget_gpu_hours > 1e12)
+        return -EINVAL;
+    return s->ops->team_budget_set(s, name, budget_gpu_hours);
+}
+
+int store_team_budgets_load(Store *s,
+                            int (*fn)(void *arg, const char *name, double budget_gpu_hours),
+                            void *arg)
+{
+    return s->ops->team_budgets_load(s, fn, arg);
+}
+
 int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
                        const char *team, const char *name, int64_t created_ms, int64_t *ret_id)
 {

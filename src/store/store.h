@@ -1,7 +1,7 @@
 /* store.h: the server's durable state behind one interface: jobs, their events and
- * usage records, team quota overrides, API tokens (hashed) and the MIG layouts the
- * server set on each node. SQLite (WAL) is the embedded back end; the PostgreSQL back
- * end (libpq) slots in behind the same functions.
+ * usage records, team quota and budget overrides, API tokens (hashed) and the MIG
+ * layouts the server set on each node. SQLite (WAL) is the embedded back end; the
+ * PostgreSQL back end (libpq) slots in behind the same functions.
  *
  * Every write function is durable when it returns 0: the transaction is committed
  * and synced (SQLite: WAL with synchronous=FULL). Concurrent writers are
@@ -119,6 +119,13 @@ int store_teams_load(Store *s,
                      int (*fn)(void *arg, const char *name, double guaranteed_gpus,
                                double burst_gpus, double weight),
                      void *arg);
+
+/* Team GPU-hour budgets per calendar month (set through PUT /teams; 0: none), which
+ * override the cluster file's. */
+int store_team_budget_set(Store *s, const char *name, double budget_gpu_hours);
+int store_team_budgets_load(Store *s,
+                            int (*fn)(void *arg, const char *name, double budget_gpu_hours),
+                            void *arg);
 
 /* API tokens, kept as their hash. */
 #define STORE_TOKEN_HASH_LEN 32

@@ -8,6 +8,7 @@
 #include "util/buf.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <sqlite3.h>
@@ -496,6 +497,62 @@ static void test_teams(void **state)
     assert_string_equal(s.text, "research 4 4 1; search 10 20 1.5; ");
 }
 
+static int see_budget(void *arg, const char *name, double budget)
+{
+    Seen *s = arg;
+    size_t len = strlen(s->text);
+    snprintf(s->text + len, sizeof(s->text) - len, "%s %g; ", name, budget);
+    s->n++;
+    return 0;
+}
+
+/* Budgets live beside the quota overrides and leave them alone. A database from before
+ * the budgets' step (version 2: the table and its version row gone) gets the step when
+ * opened, keeping its jobs. */
+static void test_team_budgets(void **state)
+{
+    Fixture *f = *state;
+    assert_int_equal(store_team_set(f->s, "search", 8, 16, 2), 0);
+    assert_int_equal(store_team_budget_set(f->s, "search", 100), 0);
+    assert_int_equal(store_team_budget_set(f->s, "vision", 0.0001), 0);
+    assert_int_equal(store_team_budget_set(f->s, "search", 250.5), 0);
+    assert_int_equal(store_team_budget_set(f->s, "bad", -1), -EINVAL);
+    assert_int_equal(store_team_budget_set(f->s, "bad", NAN), -EINVAL);
+    assert_int_equal(store_team_budget_set(f->s, "", 1), -EINVAL);
+    reopen(f);
+    Seen s = {0};
+    assert_int_equal(store_team_budgets_load(f->s, see_budget, &s), 0);
+    assert_string_equal(s.text, "search 250.5; vision 0.0001; ");
+    Seen q = {0};
+    assert_int_equal(store_teams_load(f->s, see_team, &q), 0);
+    assert_string_equal(q.text, "search 8 16 2; ");
+
+    int v = store_schema_version(f->s);
+    assert_true(v >= 3);
+    StoreJob a = job("a", "search");
+    write_ok(f->s, &(StoreWrite){.inserts = &a, .n_inserts = 1});
+    store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "DROP TABLE team_budgets; DELETE FROM schema_version WHERE "
+                                  "version >= 3",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    reopen(f);
+    assert_int_equal(store_schema_version(f->s), v);
+    Seen none = {0};
+    assert_int_equal(store_team_budgets_load(f->s, see_budget, &none), 0);
+    assert_int_equal(none.n, 0);
+    assert_int_equal(store_team_budget_set(f->s, "search", 7), 0);
+    Jobs l = {0};
+    assert_int_equal(store_jobs_load(f->s, keep_job, &l), 0);
+    assert_int_equal(l.n, 1);
+    jobs_free(&l);
+}
+
 static int see_mig(void *arg, const char *node, unsigned index, const char *layout)
 {
     Seen *s = arg;
@@ -726,6 +783,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_events_and_usage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_teams, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_team_budgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mig, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
