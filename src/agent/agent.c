@@ -10,6 +10,7 @@
 #include "agent/afile.h"
 #include "agent/gpus.h"
 #include "agent/launch.h"
+#include "agent/notice.h"
 #include "agent/proto.h"
 #include "agent/upload.h"
 #include "agent/worker.h"
@@ -39,6 +40,7 @@ struct Agent {
     char *node, *address, *gpus_spec, *state_dir, *ckpt_root, *logs_dir, *table_path;
     int lock_fd;
     HttpClient *http;
+    NoticeWatch *notice; /* NULL: not a spot machine */
     GpuBackend *gb;
     AgentGpu *gpus;
     size_t n_gpus;
@@ -355,6 +357,21 @@ static void apply_forget(Agent *a, const HeartbeatReply *rep)
     }
 }
 
+/* The grace of a stop is the one the stop comes with, not the one the worker started
+ * with: the server shortens it to fit an interruption notice. The agent's own notice
+ * bounds it too, should the server not know of it yet. */
+static void stop_grace(Agent *a, Worker *w, const ReplyWorker *rw)
+{
+    if (!w->a.argv)
+        return;
+    json_t *g = json_object_get(rw->spec, "grace_ms");
+    if (json_is_integer(g) && json_integer_value(g) >= 0)
+        w->a.grace_ms = json_integer_value(g);
+    const Notice *n = notice_watch_notice(a->notice);
+    if (n)
+        w->a.grace_ms = MIN(w->a.grace_ms, MAX(n->deadline_ms - agent_wall_ms(), 0));
+}
+
 static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
 {
     for (size_t i = 0; i < rep->n_workers; i++) {
@@ -370,8 +387,10 @@ static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
                         remove_worker(a, k);
             } else if (rw->stop != WSTOP_NONE && worker_live(w) && w->stop_mode != rw->stop &&
                        w->stop_mode != WSTOP_CANCEL) {
-                WLOG(log_info, w, "worker_stop mode=%s",
-                     rw->stop == WSTOP_PREEMPT ? "preempt" : "cancel");
+                stop_grace(a, w, rw);
+                WLOG(log_info, w, "worker_stop mode=%s grace_ms=%lld",
+                     rw->stop == WSTOP_PREEMPT ? "preempt" : "cancel",
+                     (long long)(w->a.argv ? w->a.grace_ms : ASSIGN_DEFAULT_GRACE_MS));
                 worker_request_stop(w, rw->stop, mono);
             }
             continue;
@@ -444,8 +463,8 @@ static void heartbeat(Agent *a, int64_t mono)
     Buf body = {0}, err = {0};
     HttpReply rep = {0};
     HeartbeatReply hr = {0};
-    if (proto_heartbeat(a->node, a->address, a->boot_id, a->gpus, a->n_gpus, a->w, a->n_w, &body) <
-        0) {
+    if (proto_heartbeat(a->node, a->address, a->boot_id, a->gpus, a->n_gpus, a->w, a->n_w,
+                        notice_watch_notice(a->notice), &body) < 0) {
         heartbeat_failed(a, mono, "out of memory building the heartbeat");
         goto out;
     }
@@ -538,6 +557,10 @@ void agent_tick(Agent *a)
         poll_memory(a);
         a->next_memory_poll = mono + MEMORY_POLL_MS;
     }
+    /* a notice that appears (or clears) is told at once: the deadline is minutes away
+     * at most, and the server needs them to move the node's jobs */
+    if (a->notice && notice_watch_tick(a->notice, mono, agent_wall_ms()))
+        a->next_heartbeat = mono;
     if (mono >= a->next_heartbeat)
         heartbeat(a, mono);
     save_table(a);
@@ -545,7 +568,10 @@ void agent_tick(Agent *a)
 
 int64_t agent_wait_ms(const Agent *a)
 {
-    int64_t left = a->next_heartbeat - agent_mono_ms();
+    int64_t next = a->next_heartbeat;
+    if (a->notice)
+        next = MIN(next, notice_watch_next_ms(a->notice));
+    int64_t left = next - agent_mono_ms();
     return left < 0 ? 0 : left < AGENT_TICK_MS ? left : AGENT_TICK_MS;
 }
 
@@ -615,6 +641,15 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
 {
     if (!o->node || !*o->node || strchr(o->node, '/') || strchr(o->node, '"')) {
         buf_puts(err, "the node name must be non-empty, without '/' or '\"'");
+        return -EINVAL;
+    }
+    NoticeSource src = NOTICE_NONE;
+    if (o->spot_notice && notice_source_parse(o->spot_notice, &src) < 0) {
+        buf_printf(err, "--spot-notice '%s': expected none, aws, gcp or azure", o->spot_notice);
+        return -EINVAL;
+    }
+    if (src == NOTICE_NONE && o->metadata_url) {
+        buf_puts(err, "--metadata-url needs --spot-notice aws, gcp or azure");
         return -EINVAL;
     }
     Agent *a = calloc(1, sizeof(*a));
@@ -707,8 +742,13 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
             buf_puts(err, "out of memory");
         goto fail;
     }
-    log_info("event=agent_start node=%s server=%s gpus=%s state_dir=%s boot_id=%s workers=%zu",
-             a->node, o->server_url, a->gpus_spec, a->state_dir, a->boot_id, a->n_w);
+    if (src != NOTICE_NONE && (r = notice_watch_new(src, o->metadata_url, o->notice_poll_ms,
+                                                    a->node, &a->notice, err)) < 0)
+        goto fail;
+    log_info("event=agent_start node=%s server=%s gpus=%s state_dir=%s boot_id=%s workers=%zu "
+             "spot_notice=%s",
+             a->node, o->server_url, a->gpus_spec, a->state_dir, a->boot_id, a->n_w,
+             notice_source_name(src));
     *ret = a;
     return 0;
 fail:
@@ -733,6 +773,7 @@ void agent_close(Agent *a)
     free(a->gpus);
     gpus_close(a->gb);
     http_client_free(a->http);
+    notice_watch_free(a->notice);
     if (a->lock_fd >= 0)
         close(a->lock_fd);
     free(a->link_error);

@@ -1,9 +1,11 @@
 /* agent.h: the node agent (gpuorch agent). It reports the node's GPUs and workers to
  * the server every heartbeat and makes the node match the reply: MIG layouts, workers
- * started, stopped, killed and forgotten, logs shipped. One thread, one loop: a tick
- * every AGENT_TICK_MS reaps workers and advances their signals; a heartbeat every
- * heartbeat_ms (from the server; backing off to AGENT_BACKOFF_MAX_MS while the server
- * cannot be reached, with the workers left running). */
+ * started, stopped, killed and forgotten, logs shipped. On a spot machine it also
+ * watches the cloud's interruption notice and reports it at once (notice.h). One
+ * thread, one loop: a tick every AGENT_TICK_MS reaps workers and advances their
+ * signals; a heartbeat every heartbeat_ms (from the server; backing off to
+ * AGENT_BACKOFF_MAX_MS while the server cannot be reached, with the workers left
+ * running). */
 #pragma once
 
 #include "util/buf.h"
@@ -27,6 +29,9 @@ typedef struct AgentOptions {
     const char *gpus;            /* "nvml" or "sim:MODEL:COUNT" */
     const char *state_dir;       /* workers.json, logs/, simgpu.json, agent.lock */
     const char *checkpoint_root; /* NULL: <state_dir>/checkpoints */
+    const char *spot_notice;     /* NULL or "none", "aws", "gcp", "azure" (notice.h) */
+    const char *metadata_url;    /* NULL: the cloud's own metadata address */
+    int64_t notice_poll_ms;      /* 0: NOTICE_POLL_MS */
 } AgentOptions;
 
 typedef struct Agent Agent;

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "util/log.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,7 +27,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gpuorch agent --server URL --token TOKEN [--node NAME] [--address ADDR]\n"
             "                     [--gpus nvml|sim:MODEL:COUNT] [--state-dir DIR]\n"
-            "                     [--checkpoint-root DIR]\n\n"
+            "                     [--checkpoint-root DIR] [--spot-notice none|aws|gcp|azure]\n"
+            "                     [--metadata-url URL] [--notice-poll-ms MS]\n\n"
             "Runs the node agent in the foreground: reports this node's GPUs and workers to\n"
             "the server, applies MIG layouts, starts and stops workers, ships their logs.\n\n"
             "  --server URL          the gpuorch server (or GPUORCH_SERVER)\n"
@@ -38,7 +40,11 @@ static void usage(FILE *f)
             "                        sim:MODEL:COUNT: simulated ones (sim:A100-80GB:8)\n"
             "  --state-dir DIR       worker table, logs, checkpoints (default ./var/agent-NODE)\n"
             "  --checkpoint-root DIR where GPUORCH_CHECKPOINT_DIR lives (default\n"
-            "                        STATE-DIR/checkpoints)\n\n"
+            "                        STATE-DIR/checkpoints)\n"
+            "  --spot-notice CLOUD   watch the cloud's spot interruption notice and tell the\n"
+            "                        server, which moves this node's jobs (default none)\n"
+            "  --metadata-url URL    the metadata service (default: the cloud's own address)\n"
+            "  --notice-poll-ms MS   how often to ask it (default 5000)\n\n"
             "SIGINT/SIGTERM stop the agent and leave its workers running; an agent started\n"
             "again with the same state directory takes them back. See docs/agent.md.\n");
 }
@@ -53,6 +59,9 @@ int cmd_agent(int argc, char **argv)
         {"gpus", required_argument, NULL, 'g'},
         {"state-dir", required_argument, NULL, 'd'},
         {"checkpoint-root", required_argument, NULL, 'c'},
+        {"spot-notice", required_argument, NULL, 'S'},
+        {"metadata-url", required_argument, NULL, 'M'},
+        {"notice-poll-ms", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -86,6 +95,26 @@ int cmd_agent(int argc, char **argv)
         case 'c':
             o.checkpoint_root = optarg;
             break;
+        case 'S':
+            o.spot_notice = optarg;
+            break;
+        case 'M':
+            o.metadata_url = optarg;
+            break;
+        case 'P': {
+            char *end;
+            errno = 0;
+            long long ms = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || errno || ms < 10 || ms > 3600000) {
+                fprintf(stderr,
+                        "gpuorch agent: --notice-poll-ms '%s': expected whole milliseconds, "
+                        "10 to 3600000\n",
+                        optarg);
+                return 2;
+            }
+            o.notice_poll_ms = ms;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;

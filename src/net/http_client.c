@@ -13,6 +13,7 @@ struct HttpClient {
     CURL *curl;
     char *base;   /* without a trailing slash */
     char *bearer; /* "Authorization: Bearer ..." or NULL */
+    char *peer;   /* what messages call it; NULL: the gpuorch server */
     long timeout_ms;
 };
 
@@ -64,6 +65,7 @@ void http_client_free(HttpClient *h)
         curl_easy_cleanup(h->curl);
     free(h->base);
     free(h->bearer);
+    free(h->peer);
     free(h);
 }
 
@@ -94,8 +96,25 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
     return len;
 }
 
+int http_client_set_peer(HttpClient *h, const char *peer)
+{
+    char *p = strdup(peer);
+    if (!p)
+        return -ENOMEM;
+    free(h->peer);
+    h->peer = p;
+    return 0;
+}
+
 int http_request(HttpClient *h, const char *method, const char *path, const char *content_type,
                  const char *body, size_t len, HttpReply *ret, Buf *err)
+{
+    return http_request_headers(h, method, path, NULL, content_type, body, len, ret, err);
+}
+
+int http_request_headers(HttpClient *h, const char *method, const char *path,
+                         const char *const *extra, const char *content_type, const char *body,
+                         size_t len, HttpReply *ret, Buf *err)
 {
     buf_reset(&ret->body);
     ret->status = 0;
@@ -111,6 +130,8 @@ int http_request(HttpClient *h, const char *method, const char *path, const char
         snprintf(ct, sizeof(ct), "Content-Type: %s", content_type);
         headers = curl_slist_append(headers, ct);
     }
+    for (size_t i = 0; extra && extra[i]; i++)
+        headers = curl_slist_append(headers, extra[i]);
     headers = curl_slist_append(headers, "Expect:"); /* no 100-continue round trip */
 
     CURL *c = h->curl;
@@ -140,8 +161,8 @@ int http_request(HttpClient *h, const char *method, const char *path, const char
             : rc == CURLE_OUT_OF_MEMORY      ? -ENOMEM
                                              : -EIO;
         if (err)
-            buf_printf(err, "cannot reach the gpuorch server at %s: %s", h->base,
-                       curl_easy_strerror(rc));
+            buf_printf(err, "cannot reach %s at %s: %s", h->peer ? h->peer : "the gpuorch server",
+                       h->base, curl_easy_strerror(rc));
     } else {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &ret->status);
         if (ret->body.oom) {

@@ -71,7 +71,7 @@ static void test_heartbeat_shape(void **state)
     Worker *all[] = {run, done, killed, pending, bad};
 
     Buf out = {0};
-    assert_int_equal(proto_heartbeat("a100-0", "10.0.0.5", "boot-1", g, 2, all, 5, &out), 0);
+    assert_int_equal(proto_heartbeat("a100-0", "10.0.0.5", "boot-1", g, 2, all, 5, NULL, &out), 0);
     json_t *got = json_loads(buf_str(&out), 0, NULL);
     json_t *want = json_loads(
         "{\"node\": \"a100-0\", \"address\": \"10.0.0.5\", \"boot_id\": \"boot-1\", \"gpus\": ["
@@ -105,7 +105,7 @@ static void test_heartbeat_shape(void **state)
 
     /* no address: the field is left out */
     buf_reset(&out);
-    assert_int_equal(proto_heartbeat("a100-0", NULL, "boot-1", g, 0, NULL, 0, &out), 0);
+    assert_int_equal(proto_heartbeat("a100-0", NULL, "boot-1", g, 0, NULL, 0, NULL, &out), 0);
     assert_string_equal(buf_str(&out),
                         "{\"node\":\"a100-0\",\"boot_id\":\"boot-1\",\"gpus\":[],\"workers\":[]}");
     buf_free(&out);
