@@ -26,7 +26,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
             "                      [--listen HOST:PORT] [--data-dir DIR]\n"
-            "                      [--heartbeat-ms N] [--lost-after-ms N] [--min-runtime-s N]\n\n"
+            "                      [--heartbeat-ms N] [--lost-after-ms N] [--min-runtime-s N]\n"
+            "                      [--web DIR]\n\n"
             "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
             "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
             "  --db URL            the store (default " DEFAULT_DB ")\n"
@@ -36,7 +37,28 @@ static void usage(FILE *f)
             "  --heartbeat-ms N    how often agents report (default 500)\n"
             "  --lost-after-ms N   silence after which a node is lost (default 15000)\n"
             "  --min-runtime-s N   how long a job runs before it may be preempted (default 300)\n"
+            "  --web DIR           the portal's files, served at / (default: $GPUORCH_WEB, else\n"
+            "                      ./web, else the installed copy)\n"
             "On the first start an admin token is written to DIR/admin.token (mode 0600).\n");
+}
+
+/* Where the portal's files are: --web, else $GPUORCH_WEB, else ./web when it is there
+ * (a source tree), else the installed copy when it is there; NULL: no portal. */
+static const char *web_dir(const char *flag)
+{
+    if (flag)
+        return flag;
+    const char *env = getenv("GPUORCH_WEB");
+    if (env && *env)
+        return env;
+    struct stat st;
+    if (stat("web/index.html", &st) == 0)
+        return "web";
+#ifdef GPUORCH_WEB_DIR
+    if (stat(GPUORCH_WEB_DIR "/index.html", &st) == 0)
+        return GPUORCH_WEB_DIR;
+#endif
+    return NULL;
 }
 
 /* The directory the SQLite file lives in ("sqlite:./var/x.db" -> "./var"), or NULL for
@@ -86,14 +108,15 @@ int cmd_server(int argc, char **argv)
         {"heartbeat-ms", required_argument, NULL, 'H'},
         {"lost-after-ms", required_argument, NULL, 'L'},
         {"min-runtime-s", required_argument, NULL, 'm'},
+        {"web", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     ServerOptions o = {.db_url = DEFAULT_DB, .min_runtime_ms = -1};
-    const char *listen = DEFAULT_LISTEN, *data_dir = NULL;
+    const char *listen = DEFAULT_LISTEN, *data_dir = NULL, *web = NULL;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:m:h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:m:w:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             o.config_path = optarg;
@@ -106,6 +129,9 @@ int cmd_server(int argc, char **argv)
             break;
         case 'D':
             data_dir = optarg;
+            break;
+        case 'w':
+            web = optarg;
             break;
         case 'H':
             if (parse_ms_flag("--heartbeat-ms", optarg, &o.heartbeat_ms) < 0)
@@ -141,6 +167,15 @@ int cmd_server(int argc, char **argv)
         else
             fprintf(stderr, "gpuorch server: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
+        return 2;
+    }
+
+    const char *named = web;
+    web = web_dir(web);
+    struct stat wst;
+    if (web && (stat(web, &wst) < 0 || !S_ISDIR(wst.st_mode))) {
+        fprintf(stderr, "gpuorch server: %s %s: no such directory (the portal's files)\n",
+                named ? "--web" : "GPUORCH_WEB", web);
         return 2;
     }
 
@@ -183,7 +218,7 @@ int cmd_server(int argc, char **argv)
         return r == -EINVAL ? 2 : 1;
     }
     if ((r = auth_bootstrap(s, &token_path, &err)) < 0 ||
-        (r = http_server_start(s, listen, &h, &err)) < 0) {
+        (r = http_server_start(s, listen, web, &h, &err)) < 0) {
         fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
         buf_free(&err);
         server_close(s);
@@ -191,6 +226,8 @@ int cmd_server(int argc, char **argv)
     }
     printf("gpuorch server listening on http://%s%s%s:%d\n", strchr(host, ':') ? "[" : "",
            *host ? host : "0.0.0.0", strchr(host, ':') ? "]" : "", http_server_port(h));
+    if (web)
+        printf("portal served from %s\n", web);
     if (token_path)
         printf("admin token written to %s\n", token_path);
     fflush(stdout);

@@ -39,6 +39,12 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp);
 /* api_tokens.c */
 void api_tokens_create(Server *s, const HttpRequest *rq, HttpResponse *rp);
 
+/* api_whoami.c: the caller's role, team and token id */
+void api_whoami(Server *s, const HttpRequest *rq, HttpResponse *rp);
+
+/* api_utilization.c: the last hour of utilisation samples (utilization.h) */
+void api_utilization(Server *s, const HttpRequest *rq, HttpResponse *rp);
+
 /* metrics.c (public routes) */
 void api_metrics(Server *s, const HttpRequest *rq, HttpResponse *rp);
 void api_healthz(Server *s, const HttpRequest *rq, HttpResponse *rp);

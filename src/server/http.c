@@ -10,6 +10,7 @@
 
 #include "server/api.h"
 #include "server/auth.h"
+#include "server/web.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -34,14 +35,18 @@
 
 typedef struct Route {
     const char *method;
-    const char *pattern; /* "{}" matches one non-empty path segment */
+    const char *pattern; /* "{}" matches one non-empty path segment, "{*}" the rest */
     AuthAction action;
-    HttpHandler handler;
+    HttpHandler handler; /* NULL: a static file of the portal (web.h) */
 } Route;
 
 static const Route routes[] = {
     {"GET", "/healthz", ACT_PUBLIC, api_healthz},
     {"GET", "/metrics", ACT_PUBLIC, api_metrics},
+    {"GET", "/", ACT_PUBLIC, NULL},
+    {"GET", "/web/{*}", ACT_PUBLIC, NULL},
+    {"GET", "/api/v1/whoami", ACT_READ, api_whoami},
+    {"GET", "/api/v1/utilization", ACT_READ, api_utilization},
     {"POST", "/api/v1/jobs", ACT_SUBMIT, api_jobs_submit},
     {"GET", "/api/v1/jobs", ACT_READ, api_jobs_list},
     {"GET", "/api/v1/jobs/{}", ACT_READ, api_job_get},
@@ -62,6 +67,7 @@ struct HttpServer {
     struct MHD_Daemon *d;
     Server *s;
     AuthCache *cache;
+    char *web_dir; /* the portal's files, or NULL: none served */
 };
 
 /* One request from its headers to its reply. */
@@ -84,6 +90,15 @@ static bool route_match(const char *pattern, const char *path, size_t ret_off[HT
     const char *p = pattern, *q = path;
     size_t n = 0;
     while (*p) {
+        if (!strcmp(p, "{*}")) {
+            size_t len = strlen(q);
+            if (!len || n == HTTP_MAX_PARAMS)
+                return false;
+            ret_off[n] = (size_t)(q - path);
+            ret_len[n++] = len;
+            *ret_n = n;
+            return true;
+        }
         if (p[0] == '{' && p[1] == '}') {
             size_t len = strcspn(q, "/");
             if (!len || n == HTTP_MAX_PARAMS)
@@ -281,7 +296,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             .conn = conn,
         };
         memcpy(rq.params, ctx->params, sizeof(rq.params));
-        ctx->route->handler(h->s, &rq, &rp);
+        if (ctx->route->handler)
+            ctx->route->handler(h->s, &rq, &rp);
+        else
+            web_reply(h->web_dir, url, &rp);
     }
     enum MHD_Result ret =
         send_reply(conn, method, url, &rp, ctx->refuse == 405 ? ctx->allow : NULL);
@@ -465,14 +483,20 @@ static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
     return 0;
 }
 
-int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err)
+int http_server_start(Server *s, const char *listen, const char *web_dir, HttpServer **ret,
+                      Buf *err)
 {
     HttpServer *h = calloc(1, sizeof(*h));
     if (!h)
         return -ENOMEM;
     h->s = s;
+    if (web_dir && !(h->web_dir = strdup(web_dir))) {
+        free(h);
+        return -ENOMEM;
+    }
     h->cache = auth_cache_new();
     if (!h->cache) {
+        free(h->web_dir);
         free(h);
         return -ENOMEM;
     }
@@ -481,6 +505,7 @@ int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err)
     int r = listen_on(listen, &v6, &fd, err);
     if (r < 0) {
         auth_cache_free(h->cache);
+        free(h->web_dir);
         free(h);
         return r;
     }
@@ -496,6 +521,7 @@ int http_server_start(Server *s, const char *listen, HttpServer **ret, Buf *err)
     if (!h->d) {
         close(fd);
         auth_cache_free(h->cache);
+        free(h->web_dir);
         free(h);
         buf_printf(err, "cannot listen on %s: the HTTP daemon did not start", listen);
         return -EIO;
@@ -516,5 +542,6 @@ void http_server_stop(HttpServer *h)
         return;
     MHD_stop_daemon(h->d);
     auth_cache_free(h->cache);
+    free(h->web_dir);
     free(h);
 }

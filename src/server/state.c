@@ -11,6 +11,7 @@
 
 #include "core/mix.h"
 #include "server/placement_json.h"
+#include "server/utilization.h"
 #include "spec/job_json.h"
 #include "spec/spec.h"
 #include "util/log.h"
@@ -464,6 +465,7 @@ void server_close(Server *s)
         }
     }
     mix_free(&s->mix);
+    utilization_destroy(s->util);
     free(s->nodes);
     cluster_free(s->c);
     store_close(s->store);
@@ -971,6 +973,7 @@ static void *sched_main(void *arg)
     while (!s->quit) {
         int64_t now = server_now_ms(), mono = mono_ns() / 1000000;
         server_check_nodes(s, now);
+        utilization_sample(s, now);
         if ((s->dirty && mono - last_cycle >= gap) || mono >= next_cycle) {
             s->dirty = false;
             run_cycle(s, now);

@@ -151,6 +151,7 @@ typedef struct Server {
     bool order_stale; /* the queue changed since positions were computed */
     uint16_t next_port;
     ServerCounters counters;
+    struct Utilization *util; /* the last hour's samples (utilization.h), NULL until the first */
 } Server;
 
 /* Load the cluster, open the store (migrating it), load jobs and rebuild the allocation of the
