@@ -10,7 +10,7 @@ TEST_BUILD ?= build-test
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libcmocka-dev \
                libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libsodium-dev \
-               clang-format python3 curl
+               clang-format python3 curl chromium nodejs npm
 
 .PHONY: all deps build test run bench format format-check clean
 
@@ -18,6 +18,7 @@ all: build
 
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
+	  case $$p in nodejs) command -v node >/dev/null && continue;; npm) command -v npm >/dev/null && continue;; esac; \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -31,7 +32,11 @@ build:
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUORCH_TESTS=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-test: deps
+# The browser tests' npm packages (playwright-core), from the lock file; again when it changes.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+
+test: deps node_modules/.package-lock.json
 	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUORCH_SANITIZE=ON >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -1,0 +1,25 @@
+// perms.js: what a signed-in user may do, from GET /api/v1/whoami, mirroring the
+// server's roles (docs/api.md, Roles). The portal hides what the role may not do;
+// the server still decides, and its refusal is shown when it comes.
+
+export function canSubmit(me) {
+  return me.role === 'admin' || me.role === 'lead' || me.role === 'member';
+}
+
+export function canCancel(me, job) {
+  return me.role === 'admin' || ((me.role === 'lead' || me.role === 'member') && job.team === me.team);
+}
+
+// Change a job's priority and its place among its team's jobs.
+export function canPrioritize(me, team) {
+  return me.role === 'admin' || (me.role === 'lead' && team === me.team);
+}
+
+// The teams whose jobs the user works with: a lead's or member's own; null: all.
+export function ownTeam(me) {
+  return me.role === 'lead' || me.role === 'member' ? me.team : null;
+}
+
+export function priorities(me) {
+  return me.role === 'admin' ? ['production', 'high', 'normal', 'low'] : ['high', 'normal', 'low'];
+}
