@@ -21,3 +21,4 @@ int cmd_teams(int argc, char **argv);
 int cmd_usage(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_token(int argc, char **argv);
+int cmd_tco(int argc, char **argv);

@@ -25,6 +25,7 @@ static const struct {
     {"usage", cmd_usage, "GPU-hours and cost per team and project"},
     {"logs", cmd_logs, "print a job's output"},
     {"token", cmd_token, "create an API token: token create --role R [--team T]"},
+    {"tco", cmd_tco, "owned versus cloud: months to break even and cost over the years"},
 };
 
 static void usage(FILE *out)
