@@ -69,18 +69,23 @@ int cmd_nodes(int argc, char **argv)
 static void teams_usage(FILE *f)
 {
     fprintf(f, "usage: gpuorch teams [OPTIONS] [NAME]\n"
-               "       gpuorch teams NAME [--set-guaranteed N] [--set-burst N] [--set-weight W]\n\n"
+               "       gpuorch teams NAME [--set-guaranteed N] [--set-burst N] [--set-weight W]\n"
+               "                          [--set-budget H]\n\n"
                "Shows the teams (or one): guaranteed and burst quotas and fair-share weight, GPU\n"
-               "equivalents held and borrowed, pending and running jobs, fair-share usage.\n"
-               "With a --set option, changes the team's quota (admins only); the change\n"
-               "overrides the cluster file from then on.\n\n"
+               "equivalents held and borrowed, pending and running jobs, fair-share usage, and\n"
+               "where a team has one, its monthly GPU-hour budget, the GPU-hours used this\n"
+               "month (UTC) and the share of the budget burnt. With a --set option, changes\n"
+               "the team's quota or budget (admins only); the change overrides the cluster file\n"
+               "from then on.\n\n"
                "  --set-guaranteed N   GPU equivalents the team is guaranteed\n"
                "  --set-burst N        GPU equivalents it may hold at most (>= guaranteed)\n"
                "  --set-weight W       its fair-share weight\n"
+               "  --set-budget H       GPU-hours it may use per calendar month (0: no budget);\n"
+               "                       past it, its work other than production waits\n"
                "  -o, --output FORMAT  table (default) or json: the server's reply\n" CLIENT_HELP);
 }
 
-enum { OPT_SET_GUARANTEED = 0x200, OPT_SET_BURST, OPT_SET_WEIGHT };
+enum { OPT_SET_GUARANTEED = 0x200, OPT_SET_BURST, OPT_SET_WEIGHT, OPT_SET_BUDGET };
 
 typedef struct TeamsArgs {
     const Client *c;
@@ -93,6 +98,7 @@ static int teams_option(void *ctx, int opt, const char *arg)
     const char *key = opt == OPT_SET_GUARANTEED ? "guaranteed_gpus"
                       : opt == OPT_SET_BURST    ? "burst_gpus"
                       : opt == OPT_SET_WEIGHT   ? "weight"
+                      : opt == OPT_SET_BUDGET   ? "budget_gpu_hours_per_month"
                                                 : NULL;
     if (!key)
         return -1;
@@ -101,7 +107,8 @@ static int teams_option(void *ctx, int opt, const char *arg)
         client_error(t->c, "--set-%s must be a number from 0, not '%s'",
                      opt == OPT_SET_GUARANTEED ? "guaranteed"
                      : opt == OPT_SET_BURST    ? "burst"
-                                               : "weight",
+                     : opt == OPT_SET_WEIGHT   ? "weight"
+                                               : "budget",
                      arg);
         return 2;
     }
@@ -168,6 +175,7 @@ int cmd_teams(int argc, char **argv)
         {"set-guaranteed", required_argument, NULL, OPT_SET_GUARANTEED},
         {"set-burst", required_argument, NULL, OPT_SET_BURST},
         {"set-weight", required_argument, NULL, OPT_SET_WEIGHT},
+        {"set-budget", required_argument, NULL, OPT_SET_BUDGET},
         {NULL, 0, NULL, 0},
     };
     Client c;
@@ -181,7 +189,7 @@ int cmd_teams(int argc, char **argv)
         client_error(&c, "one team at a time, not '%s' and '%s'", argv[optind], argv[optind + 1]);
         rc = 2;
     } else if (t.set && !name) {
-        client_error(&c, "name the team whose quota to set");
+        client_error(&c, "name the team whose quota or budget to set");
         rc = 2;
     } else if (name && !*name) {
         client_error(&c, "the team name is empty");

@@ -568,6 +568,14 @@ static const TableCol team_cols[] = {
     {"SHARE", COL_RIGHT, 0, 0, 0},
 };
 
+/* The teams that have a budget, in a table of their own below: the quota table is as
+ * wide as a terminal already. */
+static const TableCol budget_cols[] = {
+    {"TEAM", COL_LEFT, 24, 6, 1},    {"BUDGET GPU-H", COL_RIGHT, 0, 0, 0},
+    {"USED", COL_RIGHT, 0, 0, 0},    {"BURN", COL_RIGHT, 0, 0, 0},
+    {"NEW WORK", COL_LEFT, 0, 0, 0},
+};
+
 static void num_cell(Table *t, Buf *scratch, const json_t *o, const char *key, int digits)
 {
     double v;
@@ -592,6 +600,62 @@ static void team_row(Table *t, Buf *s, const json_t *team)
     num_cell(t, s, team, "fair_share_usage", 2);
 }
 
+static bool has_budget(const json_t *team)
+{
+    double v;
+    return jnum(team, "budget_gpu_hours", &v) && v > 0;
+}
+
+/* GPU-hours to about four digits: 500, 12.35, 0.0001. */
+static void hours_cell(Table *t, const json_t *o, const char *key)
+{
+    double v;
+    if (jnum(o, key, &v))
+        table_cell(t, "%.4g", v);
+    else
+        table_cell(t, "-");
+}
+
+static void budget_row(Table *t, const json_t *team)
+{
+    double pct;
+    table_cell(t, "%s", jstr(team, "name") ? jstr(team, "name") : "-");
+    hours_cell(t, team, "budget_gpu_hours");
+    hours_cell(t, team, "used_gpu_hours_month");
+    if (jnum(team, "burn_pct", &pct))
+        table_cell(t, "%.1f%%", pct);
+    else
+        table_cell(t, "-");
+    table_cell(t, "%s",
+               json_is_true(json_object_get(team, "over_budget")) ? "production only" : "starts");
+}
+
+static int budget_table(const json_t *one, const json_t *teams, size_t width, Buf *out)
+{
+    Table t;
+    table_init(&t, budget_cols, ARRAY_SIZE(budget_cols));
+    size_t i, n = 0;
+    const json_t *team;
+    if (one && has_budget(one)) {
+        budget_row(&t, one);
+        n++;
+    }
+    json_array_foreach(teams, i, team)
+    {
+        if (has_budget(team)) {
+            budget_row(&t, team);
+            n++;
+        }
+    }
+    int r = 0;
+    if (n) {
+        buf_puts(out, "\nGPU-hour budgets, this calendar month (UTC):\n");
+        r = table_render(&t, width, out);
+    }
+    table_free(&t);
+    return r;
+}
+
 int view_teams(const json_t *reply, size_t width, Buf *out, Buf *err)
 {
     const json_t *teams = json_object_get(reply, "teams");
@@ -612,6 +676,8 @@ int view_teams(const json_t *reply, size_t width, Buf *out, Buf *err)
         team_row(&t, &s, team);
     }
     int r = s.oom ? -ENOMEM : table_render(&t, width, out);
+    if (r == 0)
+        r = budget_table(one ? reply : NULL, teams, width, out);
     buf_free(&s);
     table_free(&t);
     return r;

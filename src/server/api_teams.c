@@ -1,8 +1,10 @@
 /* api_teams.c: the team endpoints: each team's quota (from the cluster file, or as an
  * admin changed it), what it holds now, inside its guarantee and borrowed (the
- * scheduler's tenancy, as of its last cycle), its jobs, and its share of the decayed
- * usage that orders the queue. */
+ * scheduler's tenancy, as of its last cycle), its jobs, its share of the decayed usage
+ * that orders the queue, and its monthly GPU-hour budget and how much of it is burnt. */
 #include "server/api.h"
+
+#include "server/metering.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -58,6 +60,14 @@ static json_t *team_json(Server *s, uint32_t t, const TeamCounts *tc)
     json_object_set_new(o, "running_jobs", json_integer(tc[t].running));
     json_object_set_new(o, "fair_share_usage",
                         api_json_num(ts && total > 0 ? ts->usage / total : 0));
+    double used = ts ? (double)ts->month_micro_hours / 1e6 : 0;
+    json_object_set_new(o, "budget_gpu_hours", api_json_num(tm->budget_gpu_hours));
+    json_object_set_new(o, "used_gpu_hours_month", api_json_num(used));
+    json_object_set_new(o, "burn_pct",
+                        tm->budget_gpu_hours > 0
+                            ? api_json_num(round(used / tm->budget_gpu_hours * 1000) / 10)
+                            : json_null());
+    json_object_set_new(o, "over_budget", json_boolean(ts && ts->over_budget));
     return o;
 }
 
@@ -102,20 +112,22 @@ void api_team_put(Server *s, const HttpRequest *rq, HttpResponse *rp)
     json_t *body = http_body_json(rq, rp);
     if (!body)
         return;
-    static const char *const fields[] = {"guaranteed_gpus", "burst_gpus", "weight"};
-    double val[3];
-    bool given[3] = {false, false, false};
+    enum { F_GUARANTEED, F_BURST, F_WEIGHT, F_BUDGET, F_COUNT };
+    static const char *const fields[F_COUNT] = {"guaranteed_gpus", "burst_gpus", "weight",
+                                                "budget_gpu_hours_per_month"};
+    double val[F_COUNT];
+    bool given[F_COUNT] = {false, false, false, false};
     const char *key;
     json_t *v;
     json_object_foreach(body, key, v)
     {
         size_t f = 0;
-        while (f < 3 && strcmp(key, fields[f]))
+        while (f < F_COUNT && strcmp(key, fields[f]))
             f++;
-        if (f == 3) {
+        if (f == F_COUNT) {
             http_reply_error(rp, 400,
                              "unknown field '%s' (a team takes guaranteed_gpus, burst_gpus, "
-                             "weight)",
+                             "weight, budget_gpu_hours_per_month)",
                              key);
             goto out;
         }
@@ -126,13 +138,26 @@ void api_team_put(Server *s, const HttpRequest *rq, HttpResponse *rp)
         val[f] = json_number_value(v);
         given[f] = true;
     }
-    if (!given[0] && !given[1] && !given[2]) {
-        http_reply_error(rp, 400, "nothing to change: give guaranteed_gpus, burst_gpus or weight");
+    bool quota = given[F_GUARANTEED] || given[F_BURST] || given[F_WEIGHT];
+    if (!quota && !given[F_BUDGET]) {
+        http_reply_error(rp, 400,
+                         "nothing to change: give guaranteed_gpus, burst_gpus, weight or "
+                         "budget_gpu_hours_per_month");
         goto out;
     }
+    if (given[F_BUDGET] && val[F_BUDGET] > 1e12) {
+        http_reply_error(rp, 400, "field 'budget_gpu_hours_per_month': at most 1e12 GPU-hours");
+        goto out;
+    }
+    /* the quota first: it is the one that may be refused (burst below the guarantee) */
     Buf err = {0};
-    int status = server_team_set(s, rq->params[0], given[0] ? &val[0] : NULL,
-                                 given[1] ? &val[1] : NULL, given[2] ? &val[2] : NULL, &err);
+    int status =
+        !quota ? 200
+               : server_team_set(s, rq->params[0], given[F_GUARANTEED] ? &val[F_GUARANTEED] : NULL,
+                                 given[F_BURST] ? &val[F_BURST] : NULL,
+                                 given[F_WEIGHT] ? &val[F_WEIGHT] : NULL, &err);
+    if (status / 100 == 2 && given[F_BUDGET])
+        status = metering_set_budget(s, rq->params[0], val[F_BUDGET], &err);
     if (status / 100 == 2)
         reply_team(s, rq->params[0], rp);
     else

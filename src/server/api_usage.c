@@ -1,19 +1,27 @@
 /* api_usage.c: GET /api/v1/usage, the chargeback report: GPU-hours and cost of every
  * run inside a window, grouped by any of team, project, pool, model and tier. Closed
  * run segments come from the store; runs still going count from their start to now.
- * Money is summed in integer micro-dollars per segment and shown in dollars. */
+ *
+ * Owned and reserved capacity is paid for whether it is used or not, so each such pool
+ * adds a showback line for what sat idle in the window (team and project "(idle)"): its
+ * capacity less what was allocated on it. The report's total is then what the cluster
+ * cost: allocations on on-demand and spot pools, plus all owned and reserved capacity.
+ *
+ * Every number is an integer of millionths (metering.h), metered once per segment; rows
+ * and totals are sums of them, so they add up exactly under any grouping, and the idle
+ * line of a pool plus its allocations is exactly its capacity. */
 #include "server/api.h"
 
+#include "server/metering.h"
 #include "util/macro.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define USAGE_DEFAULT_WINDOW_MS (30LL * 24 * 3600 * 1000)
-#define MS_PER_HOUR             3600000.0
+#define IDLE                    "(idle)"
 
 enum { KEY_TEAM, KEY_PROJECT, KEY_POOL, KEY_MODEL, KEY_TIER, KEY_COUNT };
 static const char *const key_names[KEY_COUNT] = {"team", "project", "pool", "model", "tier"};
@@ -21,8 +29,7 @@ static const char *const key_names[KEY_COUNT] = {"team", "project", "pool", "mod
 typedef struct UsageRow {
     char *key;            /* the group's values joined by '\x1f' (hash key) */
     char *val[KEY_COUNT]; /* the group's values (NULL: none), for the grouped keys */
-    double gpu_hours;
-    int64_t cost_micro_usd;
+    Meter m;
     int64_t *jobs; /* the jobs that ran in it (duplicates until counted) */
     size_t n_jobs, jobs_cap;
 } UsageRow;
@@ -35,6 +42,8 @@ typedef struct Usage {
     size_t n_rows, rows_cap;
     uint32_t *slot; /* hash table of row index + 1, 0 = empty */
     size_t n_slots;
+    Meter *pool_alloc; /* by cluster pool: allocations metered in the window */
+    size_t last_pool;  /* the pool the last segment named (segments come in runs) */
     int err;
 } Usage;
 
@@ -48,6 +57,7 @@ static void usage_free(Usage *u)
     }
     free(u->rows);
     free(u->slot);
+    free(u->pool_alloc);
 }
 
 static uint64_t fnv1a(const char *s)
@@ -117,8 +127,29 @@ static UsageRow *row_for(Usage *u, const char *const vals[KEY_COUNT])
     return r;
 }
 
-/* Count one run segment, clipped to the window. */
-static int add_segment(Usage *u, const StoreUsage *s)
+static void meter_add(Meter *to, Meter m)
+{
+    to->micro_hours += m.micro_hours;
+    to->cost_micro_usd += m.cost_micro_usd;
+}
+
+/* The cluster pool a segment ran on, by name, or -1 (a pool since removed). */
+static int pool_index(Usage *u, const Cluster *c, const char *name)
+{
+    if (!name)
+        return -1;
+    if (u->last_pool < c->n_pools && !strcmp(c->pools[u->last_pool].name, name))
+        return (int)u->last_pool;
+    for (size_t p = 0; p < c->n_pools; p++)
+        if (!strcmp(c->pools[p].name, name)) {
+            u->last_pool = p;
+            return (int)p;
+        }
+    return -1;
+}
+
+/* Count one run segment, clipped to the window, on pool (a cluster pool or -1). */
+static int add_segment(Usage *u, const StoreUsage *s, int pool)
 {
     int64_t from = MAX(s->start_ms, u->from_ms), to = MIN(s->end_ms, u->to_ms);
     if (to <= from)
@@ -127,16 +158,23 @@ static int add_segment(Usage *u, const StoreUsage *s)
     UsageRow *r = row_for(u, vals);
     if (!r || GROW(r->jobs, r->jobs_cap, r->n_jobs + 1) < 0)
         return u->err = -ENOMEM;
-    double gpu_ms = s->gpu_equivalents * (double)(to - from);
-    r->gpu_hours += gpu_ms / MS_PER_HOUR;
-    r->cost_micro_usd += llround(gpu_ms * (double)s->price_micro_usd / MS_PER_HOUR);
+    Meter m = metering_of(metering_units(s->gpu_equivalents), to - from, s->price_micro_usd);
+    meter_add(&r->m, m);
+    if (pool >= 0)
+        meter_add(&u->pool_alloc[pool], m);
     r->jobs[r->n_jobs++] = s->job;
     return 0;
 }
 
+typedef struct Closed {
+    Usage *u;
+    const Cluster *c;
+} Closed;
+
 static int add_closed(void *arg, const StoreUsage *s)
 {
-    return add_segment(arg, s);
+    Closed *cl = arg;
+    return add_segment(cl->u, s, pool_index(cl->u, cl->c, s->pool));
 }
 
 /* Runs still going: from their start to now, per worker (workers may sit in different
@@ -159,10 +197,38 @@ static int add_open(Usage *u, Server *s, int64_t now)
                               .price_micro_usd = p->price_micro_usd,
                               .start_ms = j->sj.run_start_ms,
                               .end_ms = now};
-            int r = add_segment(u, &seg);
+            int r = add_segment(u, &seg, (int)n->pool);
             if (r < 0)
                 return r;
         }
+    }
+    return 0;
+}
+
+/* Showback: the capacity of each owned and reserved pool that no allocation used in
+ * the window. Rounded down like the allocations, so it is never below them; a pool
+ * that was used all the time has no line. Lock held. */
+static int add_idle(Usage *u, const Cluster *c)
+{
+    for (size_t p = 0; p < c->n_pools; p++) {
+        const Pool *pool = &c->pools[p];
+        if (pool->tier != TIER_OWNED && pool->tier != TIER_RESERVED)
+            continue;
+        int64_t gpus = 0;
+        for (size_t n = 0; n < c->n_nodes; n++)
+            if (c->nodes[n].pool == p)
+                gpus += c->nodes[n].n_gpus;
+        Meter cap = metering_capacity(gpus, u->to_ms - u->from_ms, pool->price_micro_usd);
+        Meter idle = {MAX(cap.micro_hours - u->pool_alloc[p].micro_hours, (int64_t)0),
+                      MAX(cap.cost_micro_usd - u->pool_alloc[p].cost_micro_usd, (int64_t)0)};
+        if (!idle.micro_hours && !idle.cost_micro_usd)
+            continue;
+        const char *vals[KEY_COUNT] = {IDLE, IDLE, pool->name, c->models[pool->model].m.name,
+                                       tier_name(pool->tier)};
+        UsageRow *r = row_for(u, vals);
+        if (!r)
+            return u->err = -ENOMEM;
+        meter_add(&r->m, idle);
     }
     return 0;
 }
@@ -189,16 +255,18 @@ static int row_cmp(const void *a, const void *b)
     return strcmp(((const UsageRow *)a)->key, ((const UsageRow *)b)->key);
 }
 
-/* Dollars from micro-dollars, to a hundredth of a cent: a 1g slice for a minute costs
- * less than a cent. */
-static double usd(int64_t micro)
+/* Millionths as a JSON number: exact in the reply's 15 significant digits below a
+ * billion (hours or dollars). */
+static json_t *micro_json(int64_t micro)
 {
-    return (double)llround((double)micro / 100.0) / 10000.0;
+    return api_json_num((double)micro / 1e6);
 }
 
-static double hours(double h)
+/* Millionths in decimal, exactly. */
+static void put_micro(Buf *b, int64_t micro)
 {
-    return round(h * 1e6) / 1e6;
+    buf_printf(b, "%s%lld.%06lld", micro < 0 ? "-" : "", (long long)(llabs(micro) / 1000000),
+               (long long)(llabs(micro) % 1000000));
 }
 
 static int parse_group_by(const char *q, Usage *u, Buf *err)
@@ -275,7 +343,10 @@ static void reply_csv(const Usage *u, const size_t *jobs, HttpResponse *rp)
             csv_field(&b, row->val[u->keys[i]]);
             buf_putc(&b, ',');
         }
-        buf_printf(&b, "%.6f,%.4f,%zu\n", hours(row->gpu_hours), usd(row->cost_micro_usd), jobs[r]);
+        put_micro(&b, row->m.micro_hours);
+        buf_putc(&b, ',');
+        put_micro(&b, row->m.cost_micro_usd);
+        buf_printf(&b, ",%zu\n", jobs[r]);
     }
     buf_free(&rp->body);
     rp->body = b;
@@ -283,10 +354,10 @@ static void reply_csv(const Usage *u, const size_t *jobs, HttpResponse *rp)
     rp->content_type = "text/csv; charset=utf-8";
 }
 
-static json_t *totals_json(double gpu_hours, int64_t cost_micro, size_t jobs)
+static json_t *totals_json(Meter m, size_t jobs)
 {
-    return json_pack("{s:f,s:f,s:I}", "gpu_hours", hours(gpu_hours), "cost_usd", usd(cost_micro),
-                     "jobs", (json_int_t)jobs);
+    return json_pack("{s:o,s:o,s:I}", "gpu_hours", micro_json(m.micro_hours), "cost_usd",
+                     micro_json(m.cost_micro_usd), "jobs", (json_int_t)jobs);
 }
 
 static void reply_json(const Usage *u, const size_t *jobs, size_t total_jobs, HttpResponse *rp)
@@ -294,23 +365,21 @@ static void reply_json(const Usage *u, const size_t *jobs, size_t total_jobs, Ht
     json_t *keys = json_array(), *rows = json_array();
     for (size_t i = 0; i < u->n_keys; i++)
         json_array_append_new(keys, json_string(key_names[u->keys[i]]));
-    double gpu_hours = 0;
-    int64_t cost = 0;
+    Meter total = {0, 0};
     for (size_t r = 0; r < u->n_rows; r++) {
         const UsageRow *row = &u->rows[r];
-        json_t *o = totals_json(row->gpu_hours, row->cost_micro_usd, jobs[r]);
+        json_t *o = totals_json(row->m, jobs[r]);
         for (size_t i = 0; i < u->n_keys; i++) {
             const char *v = row->val[u->keys[i]];
             json_object_set_new(o, key_names[u->keys[i]], v ? json_string(v) : json_null());
         }
         json_array_append_new(rows, o);
-        gpu_hours += row->gpu_hours;
-        cost += row->cost_micro_usd;
+        meter_add(&total, row->m);
     }
     http_reply_json(rp, 200,
                     json_pack("{s:I,s:I,s:o,s:o,s:o}", "from_ms", (json_int_t)u->from_ms, "to_ms",
                               (json_int_t)u->to_ms, "group_by", keys, "rows", rows, "total",
-                              totals_json(gpu_hours, cost, total_jobs)));
+                              totals_json(total, total_jobs)));
 }
 
 void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
@@ -325,8 +394,17 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
         r = parse_ms(rq, "from", u.to_ms - USAGE_DEFAULT_WINDOW_MS, &u.from_ms, &err);
     if (r == 0)
         r = parse_group_by(http_query(rq, "group_by"), &u, &err);
+    /* nothing is metered yet after now; idle capacity included */
+    u.to_ms = MIN(u.to_ms, now);
     if (r == 0 && u.from_ms >= u.to_ms) {
-        buf_printf(&err, "query 'from' must be before 'to'");
+        buf_printf(&err, "query 'from' must be before 'to' and before now");
+        r = -EINVAL;
+    }
+    const char *idle = http_query(rq, "include_idle");
+    bool with_idle = !idle || !strcmp(idle, "true") || !strcmp(idle, "1");
+    bool without_idle = idle && (!strcmp(idle, "false") || !strcmp(idle, "0"));
+    if (r == 0 && !with_idle && !without_idle) {
+        buf_printf(&err, "query 'include_idle': expected true or false");
         r = -EINVAL;
     }
     const char *format = http_query(rq, "format");
@@ -347,9 +425,13 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
     /* Under the lock, so that a run closing meanwhile is counted once: its closed
      * segment is written to the store under the same lock as it leaves the holders. */
     pthread_mutex_lock(&s->lock);
-    r = store_usage_query(s->store, u.from_ms, u.to_ms, add_closed, &u);
+    Closed cl = {&u, s->c};
+    u.pool_alloc = calloc(s->c->n_pools + 1, sizeof(*u.pool_alloc));
+    r = u.pool_alloc ? store_usage_query(s->store, u.from_ms, u.to_ms, add_closed, &cl) : -ENOMEM;
     if (r == 0 && !u.err)
-        r = add_open(&u, s, MIN(now, u.to_ms));
+        r = add_open(&u, s, u.to_ms);
+    if (r == 0 && !u.err && with_idle)
+        r = add_idle(&u, s->c);
     pthread_mutex_unlock(&s->lock);
     if (r < 0 || u.err) {
         http_reply_error(rp, 500,
@@ -371,7 +453,8 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
     }
     n_all = 0;
     for (size_t i = 0; i < u.n_rows; i++) {
-        memcpy(all + n_all, u.rows[i].jobs, u.rows[i].n_jobs * sizeof(*all));
+        if (u.rows[i].n_jobs) /* idle lines have none */
+            memcpy(all + n_all, u.rows[i].jobs, u.rows[i].n_jobs * sizeof(*all));
         n_all += u.rows[i].n_jobs;
         jobs[i] = count_distinct(u.rows[i].jobs, u.rows[i].n_jobs);
     }

@@ -7,6 +7,7 @@
  * A gang lives and dies whole: when one worker fails, the others are stopped; when a
  * node is lost, the job's workers elsewhere are stopped (with a checkpoint signal) and
  * the job is requeued to resume from its latest checkpoint. */
+#include "server/metering.h"
 #include "server/placement_json.h"
 #include "server/state.h"
 #include "spec/render.h"
@@ -167,6 +168,7 @@ static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, 
                         .end_ms = now_ms};
         if (u.gpu_equivalents > 0 || wa->cpu_milli)
             changes_usage(ch, &u);
+        metering_segment_closed(s, &u);
     }
     sched_release(&s->sched, &j->sj, now_ms);
     server_unhold(s, j);

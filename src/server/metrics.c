@@ -138,12 +138,41 @@ static void job_metrics(Server *s, Buf *b)
     buf_printf(b, "gpuorch_nodes{state=\"lost\"} %llu\n", (unsigned long long)nodes[NODE_LOST]);
 }
 
+/* Budgets, as the scheduler's last cycle counted them (metering.c). */
+static void budget_metrics(Server *s, Buf *b)
+{
+    const Cluster *c = s->c;
+    const Tenancy *ten = &s->sched.ten;
+    head(b, "gpuorch_team_used_gpu_hours_month", "gauge",
+         "GPU-hours a team used this calendar month (UTC), ended and running work.");
+    for (size_t t = 0; t < c->n_teams && t < ten->n_teams; t++) {
+        buf_puts(b, "gpuorch_team_used_gpu_hours_month{team=");
+        label(b, c->teams[t].name);
+        buf_printf(b, "} %.6f\n", (double)ten->teams[t].month_micro_hours / 1e6);
+    }
+    head(b, "gpuorch_team_budget_gpu_hours", "gauge",
+         "A team's GPU-hour budget per month (0: none).");
+    for (size_t t = 0; t < c->n_teams; t++) {
+        buf_puts(b, "gpuorch_team_budget_gpu_hours{team=");
+        label(b, c->teams[t].name);
+        buf_printf(b, "} %.6g\n", c->teams[t].budget_gpu_hours);
+    }
+    head(b, "gpuorch_team_budget_exhausted", "gauge",
+         "1 while a team has used its monthly budget: its non-production work waits.");
+    for (size_t t = 0; t < c->n_teams && t < ten->n_teams; t++) {
+        buf_puts(b, "gpuorch_team_budget_exhausted{team=");
+        label(b, c->teams[t].name);
+        buf_printf(b, "} %d\n", ten->teams[t].over_budget ? 1 : 0);
+    }
+}
+
 void api_metrics(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     Buf b = {0};
     pthread_mutex_lock(&s->lock);
     gpu_gauges(s, &b);
     job_metrics(s, &b);
+    budget_metrics(s, &b);
     pthread_mutex_unlock(&s->lock);
     if (b.oom) {
         buf_free(&b);

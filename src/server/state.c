@@ -10,6 +10,7 @@
 #include "server/state.h"
 
 #include "core/mix.h"
+#include "server/metering.h"
 #include "server/placement_json.h"
 #include "server/utilization.h"
 #include "spec/job_json.h"
@@ -938,6 +939,7 @@ static void run_cycle(Server *s, int64_t now)
     }
     int64_t t0 = mono_ns();
     SchedDecisions dec = {0};
+    metering_cycle(s, now);
     int r = sched_cycle(&s->sched, now, s->running, n, &dec);
     Changes ch = {0};
     for (size_t k = 0; k < dec.n && r == 0; k++) {

@@ -1,0 +1,48 @@
+/* metering.h: what a run segment (one worker of one run, on one pool, for a span of
+ * time) is metered at, and the teams' use of their monthly GPU-hour budgets.
+ *
+ * Exactness: a segment is held GPU_UNITS x ms (an integer), metered once in millionths
+ * of a GPU-hour and millionths of a dollar, each rounded down. Chargeback rows, their
+ * totals and the budgets all add up these integers, so any grouping of the same
+ * segments gives the same totals, and nothing is rounded again before it is printed.
+ * Rounding down also keeps a pool's allocations at or under its capacity metered the
+ * same way, so the idle rest is never negative. */
+#pragma once
+
+#include "server/state.h"
+#include "util/buf.h"
+
+#include <stdint.h>
+
+/* GPU_UNITS x ms in a millionth of a GPU-hour: 28000 x 3600000 / 1000000. */
+#define METERING_UNIT_MS_PER_MICRO_HOUR INT64_C(100800)
+
+typedef struct Meter {
+    int64_t micro_hours;    /* GPU-equivalent hours x 1e6 */
+    int64_t cost_micro_usd; /* dollars x 1e6 */
+} Meter;
+
+/* GPU_UNITS of a segment's GPU-equivalents (the store keeps them as a double, which
+ * holds units / GPU_UNITS exactly enough to round back). */
+int64_t metering_units(double gpu_equivalents);
+/* units held for ms at price_micro_usd per GPU-hour. */
+Meter metering_of(int64_t units, int64_t ms, int64_t price_micro_usd);
+/* The same for `gpus` whole GPUs (a pool's capacity), without overflow for any window. */
+Meter metering_capacity(int64_t gpus, int64_t ms, int64_t price_micro_usd);
+
+/* The start of the UTC calendar month that now_ms falls in, in ms since the epoch. */
+int64_t metering_month_start_ms(int64_t now_ms);
+
+/* Budgets. All with s->lock held. */
+
+/* A closed run segment was just written (lifecycle.c, finish_run): count it into its
+ * team's month. */
+void metering_segment_closed(Server *s, const StoreUsage *u);
+/* Before each scheduling cycle: count the month from the store when it is new (at
+ * startup, and when a month begins; budgets set through the API are read then too),
+ * add what running jobs used this month so far, and mark the teams over budget. */
+void metering_cycle(Server *s, int64_t now_ms);
+
+/* PUT /teams: set a team's budget (GPU-hours per month, 0: none), stored first. Takes
+ * the lock; returns an HTTP status with err set as state.h's calls do. */
+int metering_set_budget(Server *s, const char *team, double budget_gpu_hours, Buf *err);
