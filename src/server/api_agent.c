@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_LOG_CHUNK (256u << 10)
@@ -153,7 +154,22 @@ static json_t *env_json(const JobSpec *spec)
     return env;
 }
 
-static json_t *worker_json(Server *s, ServerJob *j, size_t rank)
+/* A job with a worker on a node under an interruption notice has to be stopped by the
+ * deadline: its grace is what is left of the notice, if that is shorter. Counted from
+ * each reply, so a gang's workers on other nodes, told a heartbeat later, get what is
+ * left then. */
+static int64_t stop_grace_ms(const Server *s, const ServerJob *j, int64_t now)
+{
+    int64_t grace = j->sj.grace_ms;
+    for (size_t w = 0; w < j->n_workers; w++) {
+        int64_t deadline = s->nodes[j->workers[w].node].interruption_deadline_ms;
+        if (deadline > 0)
+            grace = MIN(grace, MAX(deadline - now, 0));
+    }
+    return grace;
+}
+
+static json_t *worker_json(Server *s, ServerJob *j, size_t rank, int64_t now)
 {
     const WorkerAlloc *wa = &j->sj.pl.workers[rank];
     size_t local = 0;
@@ -173,11 +189,11 @@ static json_t *worker_json(Server *s, ServerJob *j, size_t rank)
         "env", env_json(&j->spec), "resume_from",
         j->st.checkpoint ? json_string(j->st.checkpoint) : json_null(), "checkpoint_interval_ms",
         (json_int_t)j->spec.checkpoint_interval_ms, "checkpoint_signal", "USR1", "grace_ms",
-        (json_int_t)j->sj.grace_ms, "stop", stop ? json_string(stop) : json_null());
+        (json_int_t)stop_grace_ms(s, j, now), "stop", stop ? json_string(stop) : json_null());
 }
 
 /* The node's desired state: MIG layouts and the workers it should run. */
-static json_t *desired(Server *s, uint32_t node, json_t *forget)
+static json_t *desired(Server *s, uint32_t node, json_t *forget, int64_t now)
 {
     const Node *n = &s->c->nodes[node];
     const GpuModel *m = node_model(s->c, n);
@@ -201,11 +217,96 @@ static json_t *desired(Server *s, uint32_t node, json_t *forget)
         for (size_t w = 0; w < j->n_workers; w++) {
             const WorkerRun *wr = &j->workers[w];
             if (wr->node == node && (wr->state == WORKER_ASSIGNED || wr->state == WORKER_RUNNING))
-                json_array_append_new(workers, worker_json(s, j, w));
+                json_array_append_new(workers, worker_json(s, j, w, now));
         }
     }
     return json_pack("{s:I, s:o, s:o, s:O}", "heartbeat_ms", (json_int_t)s->opt.heartbeat_ms, "mig",
                      mig, "workers", workers, "forget", forget);
+}
+
+/* The cloud's notice that it takes a node back (a spot interruption), from a heartbeat. */
+typedef struct Interruption {
+    int64_t deadline_ms; /* wall clock */
+    const char *source, *action;
+} Interruption;
+
+/* "interruption" of a heartbeat: false when it is there but not the documented shape. */
+static bool parse_interruption(json_t *body, Interruption *ret)
+{
+    json_t *o = json_object_get(body, "interruption");
+    *ret = (Interruption){0};
+    if (!o || json_is_null(o))
+        return true;
+    json_t *deadline = json_object_get(o, "deadline_ms");
+    ret->source = json_string_value(json_object_get(o, "source"));
+    ret->action = json_string_value(json_object_get(o, "action"));
+    if (!json_is_integer(deadline) || json_integer_value(deadline) <= 0 || !ret->source ||
+        !ret->action || strlen(ret->source) > 32 || strlen(ret->action) > 32)
+        return false;
+    ret->deadline_ms = json_integer_value(deadline);
+    return true;
+}
+
+/* While a node's heartbeats carry an interruption notice it takes no new work; the
+ * first one stops every job with a worker there (checkpoint, then requeue: the node is
+ * unschedulable, so they resume elsewhere), their grace cut to the notice
+ * (stop_grace_ms). A notice that clears gives the node back to the scheduler. */
+static void fold_interruption(Server *s, uint32_t node, const Interruption *in, int64_t now,
+                              Changes *ch)
+{
+    NodeState *ns = &s->nodes[node];
+    const char *name = s->c->nodes[node].name;
+    if (!in->deadline_ms) {
+        if (ns->interruption_deadline_ms) {
+            log_info("event=node_interruption_cleared node=%s", name);
+            ns->interruption_deadline_ms = 0;
+            cluster_set_schedulable(s->c, node, true);
+            server_kick(s);
+        }
+        return;
+    }
+    cluster_set_schedulable(s->c, node, false);
+    bool first = !ns->interruption_deadline_ms;
+    ns->interruption_deadline_ms = in->deadline_ms;
+    if (!first)
+        return;
+    s->counters.spot_interruptions++;
+    char at[32];
+    time_t t = (time_t)(in->deadline_ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(at, sizeof(at), "%lld ms", (long long)in->deadline_ms);
+    /* walk a copy: a job whose workers all ended may leave the holding list */
+    size_t n = s->n_holding, stopped = 0;
+    ServerJob **jobs = n ? malloc(n * sizeof(*jobs)) : NULL;
+    if (n && !jobs)
+        n = 0;
+    if (n)
+        memcpy(jobs, s->holding, n * sizeof(*jobs));
+    for (size_t i = 0; i < n; i++) {
+        ServerJob *j = jobs[i];
+        bool here = false;
+        for (size_t w = 0; w < j->n_workers && !here; w++)
+            here = j->workers[w].node == node && (j->workers[w].state == WORKER_ASSIGNED ||
+                                                  j->workers[w].state == WORKER_RUNNING);
+        if (!here || j->st.state == JOB_STOPPING || job_state_ended(j->st.state))
+            continue;
+        char detail[256];
+        snprintf(detail, sizeof(detail),
+                 "node %s: %s interruption notice (%s) for %s, %lld s ahead; grace %lld ms", name,
+                 in->source, in->action, at, (long long)((in->deadline_ms - now) / 1000),
+                 (long long)stop_grace_ms(s, j, now));
+        j->st.preemptions++;
+        s->counters.preempted++;
+        changes_event(ch, j, now, "interrupted", detail);
+        server_job_stop(s, j, STOP_PREEMPT, true, now, ch);
+        stopped++;
+    }
+    free(jobs);
+    log_error("event=node_interrupted node=%s source=%s action=%s deadline=%s in_ms=%lld "
+              "jobs_stopped=%zu",
+              name, in->source, in->action, at, (long long)(in->deadline_ms - now), stopped);
+    server_kick(s);
 }
 
 void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
@@ -217,6 +318,14 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
     json_t *workers = json_object_get(body, "workers");
     if (!name || (workers && !json_is_array(workers))) {
         http_reply_error(rp, 400, "a heartbeat needs 'node' (a string) and 'workers' (a list)");
+        json_decref(body);
+        return;
+    }
+    Interruption intr;
+    if (!parse_interruption(body, &intr)) {
+        http_reply_error(rp, 400,
+                         "'interruption' needs 'deadline_ms' (ms since the epoch, > 0), "
+                         "'source' and 'action' (strings of at most 32 characters)");
         json_decref(body);
         return;
     }
@@ -261,6 +370,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
                                   json_object_get(w, "run"), "rank", json_object_get(w, "rank")));
     }
     fold_unreported(s, (uint32_t)idx, now, &ch);
+    fold_interruption(s, (uint32_t)idx, &intr, now, &ch);
     int r = server_commit(s, &ch);
     changes_free(&ch);
     if (r < 0) {
@@ -270,7 +380,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         http_reply_error(rp, 500, "the store failed; report again");
         return;
     }
-    json_t *reply = desired(s, (uint32_t)idx, forget);
+    json_t *reply = desired(s, (uint32_t)idx, forget, now);
     pthread_mutex_unlock(&s->lock);
     json_decref(forget);
     json_decref(body);

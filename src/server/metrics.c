@@ -113,6 +113,10 @@ static void job_metrics(Server *s, Buf *b)
     head(b, "gpuorch_jobs_requeued_lost_total", "counter",
          "Job runs requeued because a node was lost.");
     buf_printf(b, "gpuorch_jobs_requeued_lost_total %llu\n", (unsigned long long)k->requeued_lost);
+    head(b, "gpuorch_spot_interruptions_total", "counter",
+         "Interruption notices reported by nodes' agents (their cloud takes them back).");
+    buf_printf(b, "gpuorch_spot_interruptions_total %llu\n",
+               (unsigned long long)k->spot_interruptions);
 
     /* ServerCounters counts each cycle in the first bucket it fits; Prometheus buckets
      * are cumulative. */

@@ -100,6 +100,7 @@ typedef struct NodeState {
     char *boot_id;
     char *address;   /* where its workers' peers reach it (MASTER_ADDR), or NULL: the name */
     char *gpus_json; /* the GPUs as its agent last reported them ("[...]"), or NULL */
+    int64_t interruption_deadline_ms; /* its cloud takes it back then (wall ms); 0: no notice */
 } NodeState;
 
 typedef struct ServerOptions {
@@ -115,6 +116,7 @@ typedef struct ServerOptions {
 /* Counters for /metrics. */
 typedef struct ServerCounters {
     uint64_t started, preempted, requeued_lost;
+    uint64_t spot_interruptions;        /* nodes whose agents reported an interruption notice */
     uint64_t finished[JOB_STATE_COUNT]; /* by ending state */
     uint64_t cycles;
     double cycle_seconds_sum;

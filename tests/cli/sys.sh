@@ -38,13 +38,16 @@ start_server() {
     export GPUORCH_SERVER="$URL" GPUORCH_TOKEN="$ADMIN"
 }
 
-# start_agent NODE GPUS: an agent for NODE with simulated GPUs (sim:MODEL:COUNT).
+# start_agent NODE GPUS: an agent for NODE with simulated GPUs (sim:MODEL:COUNT). Words in
+# $AGENT_ARGS (when set) are added to its command line.
 start_agent() {
     if [ -z "${AGENT_TOKEN:-}" ]; then
         AGENT_TOKEN=$("$GPUORCH" token create --role agent --name test) || fail "token create"
     fi
+    # shellcheck disable=SC2086 # AGENT_ARGS is a list of words
     GPUORCH_SIM_MIG_DELAY_MS=0 "$GPUORCH" agent --server "$URL" --token "$AGENT_TOKEN" --node "$1" \
-        --gpus "$2" --address 127.0.0.1 --state-dir "$T/agent-$1" --checkpoint-root "$T/ckpt" 2>>"$T/agent-$1.log" &
+        --gpus "$2" --address 127.0.0.1 --state-dir "$T/agent-$1" --checkpoint-root "$T/ckpt" \
+        ${AGENT_ARGS:-} 2>>"$T/agent-$1.log" &
     pid=$!
     PIDS="$PIDS $pid"
     eval "AGENT_$(echo "$1" | tr -c 'a-zA-Z0-9\n' _)=$pid"
