@@ -112,10 +112,14 @@ os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 
 wait_for "$TRAIN" 'd["preemptions"] == 1 and any(e["type"] == "interrupted" for e in d["events"])' 15
 json_ok "$T/out" '[e["detail"] for e in d["events"] if e["type"] == "interrupted"][0].startswith("node h100-0: aws interruption notice (terminate)")'
+# the server cut the stop's grace to the notice (the agent bounds it too, below)
+json_ok "$T/out" '10000 <= int([e["detail"] for e in d["events"] if e["type"] == "interrupted"][0].split("grace ")[1].split(" ms")[0]) <= 20000'
 wait_for "$TRAIN" 'd["state"] == "running" and d["run"] == 2' 30
 json_ok "$T/out" '[e["type"] for e in d["events"] if e["type"] in ("start", "interrupted", "preempt", "requeue", "lost")] == ["start", "interrupted", "requeue", "start"]'
 json_ok "$T/out" '[w["node"] for w in d["placement"]] == ["h100-1"]'
-CKPT=$(field "$TRAIN" 'd["checkpoint"]')
+# the checkpoint run 1 left (run 2 writes its own soon after it starts)
+CKPT=$(field "$TRAIN" '[e["detail"] for e in d["events"] if e["type"] == "requeue"][0]')
+case $CKPT in "$T"/ckpt/*) ;; *) fail "requeued without a checkpoint: $CKPT" ;; esac
 
 # the agent saw the notice once, and stopped the worker within it: checkpoint signal,
 # a grace of at most the 20 s left, not the job's 60 s
