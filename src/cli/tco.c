@@ -266,8 +266,10 @@ typedef struct Usage {
 static int usage_from_list(const TcoArgs *a, Usage *u)
 {
     _cleanup_free_ char *copy = strdup(a->gpu_hours);
-    if (!copy)
+    if (!copy) {
+        client_oom(a->c);
         return 1;
+    }
     size_t n = 1;
     for (const char *p = copy; *p; p++)
         n += *p == ',';
@@ -276,8 +278,10 @@ static int usage_from_list(const TcoArgs *a, Usage *u)
         return 2;
     }
     u->hours = calloc(n, sizeof(double));
-    if (!u->hours)
+    if (!u->hours) {
+        client_oom(a->c);
         return 1;
+    }
     char *save = NULL, *s = copy;
     for (size_t i = 0; i < n; i++, s = NULL) {
         char *t = strtok_r(s, ",", &save);
@@ -352,8 +356,10 @@ static int months_series(const TcoArgs *a, const MonthSum *ms, size_t n, Usage *
         return 2;
     }
     u->n = (size_t)(hi - lo + 1);
-    if (!(u->hours = calloc(u->n, sizeof(double))))
+    if (!(u->hours = calloc(u->n, sizeof(double)))) {
+        client_oom(a->c);
         return 1;
+    }
     for (size_t i = 0; i < n; i++)
         u->hours[ms[i].index - lo] += ms[i].hours;
     return 0;
@@ -410,10 +416,8 @@ static int usage_from_csv(const TcoArgs *a, TcoReport *rep, Usage *u)
                          csv.fields[col_month]);
             goto out;
         }
-        if (GROW(ms, ms_cap, n_ms + 1) < 0) {
-            rc = 1;
-            goto out;
-        }
+        if (GROW(ms, ms_cap, n_ms + 1) < 0)
+            goto out_oom;
         ms[n_ms++] = (MonthSum){m, h};
     }
     if (r < 0) {
@@ -452,6 +456,7 @@ static int usage_from_csv(const TcoArgs *a, TcoReport *rep, Usage *u)
     rc = 0;
     goto out;
 out_oom:
+    client_oom(a->c);
     rc = 1;
 out:
     csv_free(&csv);
@@ -841,8 +846,10 @@ static int write_chart(const Client *c, TcoReport *rep, const char *dir, char **
         return 1;
     }
     char *path = NULL;
-    if (asprintf(&path, "%s/tco.svg", dir) < 0)
+    if (asprintf(&path, "%s/tco.svg", dir) < 0) {
+        client_oom(c);
         return 1;
+    }
     Buf svg = {0};
     tco_render_svg(rep, &svg);
     FILE *f = svg.oom ? NULL : fopen(path, "w");
@@ -918,7 +925,6 @@ int cmd_tco(int argc, char **argv)
     Choice ch = {0};
     Buf out = {0}, err = {0};
     char *chart = NULL;
-    bool computed = false;
     int rc = client_parse_options(&c, argc, argv, "o:h", opts, tco_option, &a, tco_usage);
     if (rc >= 0)
         goto done;
@@ -954,7 +960,6 @@ int cmd_tco(int argc, char **argv)
         rc = r == -ENOMEM ? 1 : 2;
         goto done;
     }
-    computed = true;
     rep.in = &in;
     rep.r = &res;
     if (a.out && (rc = write_chart(&c, &rep, a.out, &chart)))
@@ -972,8 +977,7 @@ int cmd_tco(int argc, char **argv)
     fwrite(buf_str(&out), 1, out.len, stdout);
     rc = fflush(stdout) ? 1 : 0;
 done:
-    if (computed)
-        tco_result_free(&res);
+    tco_result_free(&res);
     free(u.hours);
     free(chart);
     buf_free(&out);
