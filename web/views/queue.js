@@ -72,16 +72,16 @@ export async function render(root, { me }) {
       when = `running ${fmtSpan(now - job.start_ms)}`;
     }
     return h('tr', { 'data-job': job.id, class: `row-${job.state}` },
-      h('td', { class: 'num' }, job.id),
-      h('td', {}, h('span', { class: 'name' }, job.name),
+      h('td', { class: 'num', 'data-label': 'ID' }, job.id),
+      h('td', { class: 'job' }, h('span', { class: 'name' }, job.name),
         h('span', { class: 'sub' }, [job.team, job.project].filter(Boolean).join(' / '))),
-      h('td', {}, h('span', { class: `prio prio-${job.priority}` }, job.priority)),
-      h('td', {}, h('span', { class: `state state-${job.state}` }, job.state)),
-      h('td', { class: 'num pos' }, job.position || ''),
-      h('td', { class: 'reason' }, job.reason || ''),
-      h('td', {}, when),
-      h('td', { class: 'num' }, job.workers > 1 ? `${job.workers} × ${fmtGpus(job.gpu_equivalents / job.workers)}` : fmtGpus(job.gpu_equivalents)),
-      h('td', { class: 'held' }, fmtPlacement(job.placement)),
+      h('td', { 'data-label': 'Priority' }, h('span', { class: `prio prio-${job.priority}` }, job.priority)),
+      h('td', { 'data-label': 'State' }, h('span', { class: `state state-${job.state}` }, job.state)),
+      h('td', { class: 'num pos', 'data-label': 'Position' }, job.position || ''),
+      h('td', { class: 'reason', 'data-label': 'Waiting because' }, job.reason || ''),
+      h('td', { 'data-label': 'Starts / ran' }, when),
+      h('td', { class: 'num', 'data-label': 'GPUs' }, job.workers > 1 ? `${job.workers} × ${fmtGpus(job.gpu_equivalents / job.workers)}` : fmtGpus(job.gpu_equivalents)),
+      h('td', { class: 'held', 'data-label': 'Held' }, fmtPlacement(job.placement)),
       actions(job));
   }
 

@@ -108,13 +108,13 @@ export async function render(root, { me }) {
           }, '▼')]));
       }
       return h('tr', { 'data-job': j.id, class: `row-${j.state}` },
-        h('td', { class: 'num pos' }, j.position || ''),
-        h('td', { class: 'num' }, j.id),
-        h('td', {}, h('span', { class: 'name' }, j.name), h('span', { class: 'sub' }, j.project || '')),
-        h('td', {}, prio),
-        h('td', {}, h('span', { class: `state state-${j.state}` }, j.state)),
-        h('td', { class: 'num' }, fmtGpus(j.gpu_equivalents)),
-        h('td', { class: 'reason' }, j.reason || ''),
+        h('td', { class: 'num pos', 'data-label': 'Position' }, j.position || ''),
+        h('td', { class: 'num', 'data-label': 'ID' }, j.id),
+        h('td', { class: 'job' }, h('span', { class: 'name' }, j.name), h('span', { class: 'sub' }, j.project || '')),
+        h('td', { 'data-label': 'Priority' }, prio),
+        h('td', { 'data-label': 'State' }, h('span', { class: `state state-${j.state}` }, j.state)),
+        h('td', { class: 'num', 'data-label': 'GPUs' }, fmtGpus(j.gpu_equivalents)),
+        h('td', { class: 'reason', 'data-label': 'Waiting because' }, j.reason || ''),
         moves);
     });
     return h('table', { class: 'jobs team-jobs', 'aria-labelledby': 'team-jobs' },
