@@ -404,6 +404,8 @@ int cluster_add_pool_nodes(Cluster *c, uint32_t pool)
         int r = cluster_add_node(c, pool, name, leaf);
         if (r < 0)
             return r;
+        if (pool_autoscaled(p) && i >= p->initial_nodes)
+            cluster_set_node_state(c, (uint32_t)r, NODE_ABSENT);
     }
     return 0;
 }
@@ -527,6 +529,14 @@ void cluster_set_schedulable(Cluster *c, uint32_t node, bool on)
     }
 }
 
+void cluster_set_node_state(Cluster *c, uint32_t node, NodePresence st)
+{
+    Node *n = &c->nodes[node];
+    n->state = (uint8_t)st;
+    n->schedulable = st == NODE_UP;
+    n->version++;
+}
+
 int cluster_set_mig(Cluster *c, uint32_t node, unsigned index, const MigLayout *after)
 {
     Node *n = &c->nodes[node];
@@ -600,6 +610,12 @@ bool cluster_consistent(const Cluster *c)
         }
         if (free_whole != n->free_whole || idle_mig != n->idle_mig || used != n->used_units ||
             n->cpu_used_milli > n->cpu_milli || n->memory_used_mib > n->memory_mib)
+            return false;
+        /* only up and leaving nodes hold work; only up ones take it */
+        if ((n->state == NODE_ABSENT || n->state == NODE_STARTING) &&
+            (!node_empty(n) || n->schedulable))
+            return false;
+        if (n->state == NODE_LEAVING && n->schedulable)
             return false;
         total += used;
     }

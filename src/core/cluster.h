@@ -52,12 +52,38 @@ typedef struct ClusterModel {
     bool in_catalog;
 } ClusterModel;
 
+/* A node's presence. Nodes of a fixed pool are always up. An autoscaled pool holds
+ * max_nodes nodes from the start; those beyond its current count are absent (not
+ * there, not paid for, never schedulable) until the autoscaler starts them. Starting,
+ * up and leaving nodes are present: they are paid for and count as capacity. */
+typedef enum NodePresence {
+    NODE_UP,       /* present and schedulable (unless drained) */
+    NODE_STARTING, /* asked for, not up yet: paid for, not schedulable */
+    NODE_LEAVING,  /* going (released, or a spot notice): its work stops, nothing new lands */
+    NODE_ABSENT,   /* not there */
+} NodePresence;
+
+#define POOL_DEFAULT_STARTUP_MS (180 * INT64_C(1000))
+#define POOL_DEFAULT_IDLE_MS    (600 * INT64_C(1000))
+#define POOL_DEFAULT_NOTICE_MS  (120 * INT64_C(1000))
+
 typedef struct Pool {
     char *name;
     Tier tier;
     int64_t price_micro_usd; /* per GPU-hour */
-    uint32_t nodes;          /* nodes in the pool (cluster_add_node counts them) */
-    uint32_t *leaves;        /* switch indices the nodes are spread over, round-robin */
+    /* the same capacity's on-demand price per GPU-hour (its instance type's, else
+     * price_micro_usd): what the run would have cost on demand */
+    int64_t on_demand_micro_usd;
+    uint32_t nodes; /* nodes in the pool (cluster_add_node counts them); an autoscaled
+                     * pool's max_nodes, most of them absent at times */
+    /* autoscaling: a pool is autoscaled when max_nodes > min_nodes; it starts with
+     * initial_nodes present. 0, 0, 0 (pools built in code): fixed, every node up */
+    uint32_t min_nodes, max_nodes, initial_nodes;
+    int64_t startup_ms;            /* from asked for to up */
+    int64_t idle_ms;               /* an idle node is released after this long */
+    double interruptions_per_hour; /* spot: per present node; 0 never */
+    int64_t notice_ms;             /* spot: warning before an interruption */
+    uint32_t *leaves;              /* switch indices the nodes are spread over, round-robin */
     size_t n_leaves;
     /* the node template */
     uint8_t model; /* cluster model index */
@@ -91,6 +117,7 @@ typedef struct Node {
     uint8_t interconnect;
     bool mig_allowed;
     bool schedulable; /* false: drained or gone, nothing new lands here */
+    uint8_t state;    /* NodePresence */
     uint16_t fabric;
     uint8_t free_whole; /* GPUs in GPU_WHOLE mode with nothing allocated */
     uint8_t idle_mig;   /* GPUs in MIG mode with no instance allocated */
@@ -136,7 +163,8 @@ int cluster_add_team(Cluster *c, const Team *t);    /* copies strings */
 /* A node of the pool's template named `name` attached to `leaf` (or NO_SWITCH). */
 int cluster_add_node(Cluster *c, uint32_t pool, const char *name, uint32_t leaf);
 /* Create the pool's `nodes` nodes (the count the template asked for), named
- * <pool>-<index>, spread over its leaves. */
+ * <pool>-<index>, spread over its leaves; of an autoscaled pool those from
+ * initial_nodes on are absent. */
 int cluster_add_pool_nodes(Cluster *c, uint32_t pool);
 
 int cluster_find_switch(const Cluster *c, const char *name);
@@ -193,6 +221,23 @@ void cluster_release_worker(Cluster *c, const WorkerAlloc *w);
 /* Drain (false) or reopen (true) a node. Node fields change only through cluster_*
  * functions, which bump the node's version so cached scores notice. */
 void cluster_set_schedulable(Cluster *c, uint32_t node, bool on);
+
+/* Move a node to a state; it is schedulable exactly when up. A node that holds work
+ * may only be up or leaving (the caller stops the work first). */
+void cluster_set_node_state(Cluster *c, uint32_t node, NodePresence st);
+static inline bool node_present(const Node *n)
+{
+    return n->state != NODE_ABSENT;
+}
+static inline bool pool_autoscaled(const Pool *p)
+{
+    return p->max_nodes > p->min_nodes;
+}
+/* Nodes of nothing: no GPU, CPU or memory allocated. */
+static inline bool node_empty(const Node *n)
+{
+    return !n->used_units && !n->cpu_used_milli && !n->memory_used_mib;
+}
 
 /* Drain a partitioned GPU (no new slices or shares) or take the drain off. */
 void cluster_set_draining(Cluster *c, uint32_t node, unsigned index, bool on);

@@ -54,7 +54,9 @@ typedef struct JobSpec {
     int64_t checkpoint_interval_ms; /* 0 = none given */
     int64_t checkpoint_grace_ms;
     int64_t checkpoint_cost_ms;
-    uint8_t tiers; /* allowed tiers as a mask of 1 << Tier; 0 = the default for its class */
+    int64_t max_wait_ms; /* spot-first work: how long it waits for spot before on-demand
+                          * is started for it; 0 = the autoscaler's default */
+    uint8_t tiers;       /* allowed tiers as a mask of 1 << Tier; 0 = the default for its class */
     char **command;
     size_t n_command;
     char **env; /* "KEY=VALUE" */

@@ -959,6 +959,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         uint32_t slot = tenancy_slot(&s->ten, j->team);
         double units = j->ask_units;
         bool in_guarantee = !s->ten.quotas || tenancy_within_guarantee(&s->ten, slot, units);
+        j->held_back = SCHED_HELD_QUOTA;
         /* a team past its monthly budget starts only production work */
         if (s->ten.teams[slot].over_budget && j->priority != PRIO_PRODUCTION) {
             set_reason(j, s->ten.teams[slot].budget_reason);
@@ -968,6 +969,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             set_reason(j, "its team is at its burst limit");
             continue;
         }
+        j->held_back = SCHED_HELD_NO;
         bool use_blocked = s->n_res && fill_blocked(s, j, rank, now);
         int placed = try_place(s, j, use_blocked);
         if (placed < 0) {
@@ -994,6 +996,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         if (j->req.kind == REQ_GPUS && units >= GPU_UNITS)
             whole_wanted += units / GPU_UNITS;
         if (s->victims_for[j->id]) {
+            j->held_back = SCHED_HELD_PREEMPTING;
             set_reason(j, "waiting for preempted work to stop");
             continue;
         }
@@ -1018,6 +1021,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             }
             free(victims);
             if (n_victims) {
+                j->held_back = SCHED_HELD_PREEMPTING;
                 s->victims_for[j->id] = (uint32_t)n_victims;
                 set_reason(j, "preempting lower-priority or borrowed work to make room");
                 continue;

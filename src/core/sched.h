@@ -97,7 +97,16 @@ typedef struct SchedJob {
     Placement pl;                  /* the allocation while running */
     Request req;                   /* all workers */
     char reason[SCHED_REASON_LEN]; /* waiting: why, in words */
+    uint8_t held_back;             /* waiting: SchedHeld, why more nodes would not start it now */
 } SchedJob;
+
+/* Why a waiting job would not start on new capacity (the autoscaler scales only for
+ * SCHED_HELD_NO, jobs that wait for room). */
+typedef enum SchedHeld {
+    SCHED_HELD_NO,         /* waiting for room (or not looked at yet) */
+    SCHED_HELD_QUOTA,      /* its team's burst limit or budget */
+    SCHED_HELD_PREEMPTING, /* room is being made for it by preemption */
+} SchedHeld;
 
 #define SCHED_NONE UINT32_MAX
 
