@@ -160,10 +160,12 @@ async function shoot(page, name, docsName) {
   await page.setViewportSize(SIZES.desktop);
 }
 
+// By keyboard alone: the token field has the focus, Enter signs in.
 async function signIn(page, tok) {
   await page.goto(`${URL_}/`);
-  await page.locator('#token').fill(tok);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.locator('#token:focus').waitFor();
+  await page.keyboard.type(tok);
+  await page.keyboard.press('Enter');
   await page.locator('#nav a').first().waitFor();
 }
 
@@ -292,7 +294,11 @@ async function main() {
   await page.locator('.notice.ok', { hasText: `Job ${portalId} (portal-sft) cancelled` }).waitFor();
   await row.waitFor({ state: 'detached' });
   check((await call('GET', `/jobs/${portalId}`)).state === 'cancelled', 'the job is not cancelled');
-  log('cancelled it from the queue');
+  // the queue refreshes by itself: a job submitted elsewhere shows up without a reload
+  const late = await submit({ name: 'late-arrival', team: 'search', project: 'ranking', gpus: 8, gpu_models: H100 });
+  await page.locator(`tr[data-job="${late.id}"]`).waitFor({ timeout: 8000 });
+  await call('DELETE', `/jobs/${late.id}`);
+  log('cancelled it from the queue; the queue refreshes by itself');
 
   // The lead of research reorders the team's pending jobs and changes a priority.
   step = 'lead';
@@ -303,8 +309,11 @@ async function main() {
   check(JSON.stringify(await pendingOrder('research')) === JSON.stringify([a, b, c]), 'the waiting jobs are not in submission order');
   const up = page.getByRole('button', { name: `Move job ${c} llm-sft-c up` });
   check(await page.getByRole('button', { name: `Move job ${a} llm-sft-a up` }).isDisabled(), 'the first job can move up');
-  await up.click();
+  await up.focus(); // by keyboard; the focus stays on the button through the redraw
+  await page.keyboard.press('Enter');
   await page.locator('.notice.ok', { hasText: `Job ${c} (llm-sft-c): moved before job ${b}` }).waitFor();
+  check(await page.evaluate(() => document.activeElement && document.activeElement.getAttribute('data-focus')) === `up-${c}`,
+    'the focus left the button after the move');
   check(JSON.stringify(await pendingOrder('research')) === JSON.stringify([a, c, b]), `the order is ${await pendingOrder('research')}, not ${[a, c, b]}`);
   await until('the page showing the new order', async () => {
     const ids = await page.locator('table.team-jobs tbody tr.row-pending').evaluateAll((rs) => rs.map((r) => Number(r.dataset.job)));
