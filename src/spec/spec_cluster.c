@@ -3,6 +3,7 @@
  * resolve and values out of range are all errors with a line. Everything is checked
  * before any node exists; the nodes of each pool are created last, in pool order, so
  * node and GPU indices follow the file. */
+#include "core/pricing.h"
 #include "spec/field.h"
 #include "spec/spec.h"
 
@@ -27,9 +28,30 @@ static const char *const top_fields[TOP_COUNT] = {"name", "switches", "pools", "
 enum { SW_NAME, SW_PARENT, SW_COUNT };
 static const char *const switch_fields[SW_COUNT] = {"name", "parent"};
 
-enum { P_NAME, P_TIER, P_PRICE, P_NODES, P_LEAVES, P_NODE, P_COUNT };
-static const char *const pool_fields[P_COUNT] = {"name",  "tier",   "price_per_gpu_hour",
-                                                 "nodes", "leaves", "node"};
+enum {
+    P_NAME,
+    P_TIER,
+    P_PRICE,
+    P_NODES,
+    P_LEAVES,
+    P_NODE,
+    P_INSTANCE,
+    P_RESERVATION,
+    P_MIN,
+    P_MAX,
+    P_STARTUP,
+    P_IDLE,
+    P_INTERRUPT,
+    P_NOTICE,
+    P_COUNT
+};
+static const char *const pool_fields[P_COUNT] = {
+    "name",      "tier",          "price_per_gpu_hour",    "nodes",     "leaves",
+    "node",      "instance_type", "reservation",           "min_nodes", "max_nodes",
+    "startup_s", "idle_s",        "interruption_per_hour", "notice_s",
+};
+#define MAX_POOL_SECONDS_MILLI (7 * 86400 * INT64_C(1000)) /* a week, in ms */
+#define MAX_INTERRUPT_MICRO    (1000 * INT64_C(1000000))   /* per node-hour */
 
 enum {
     N_GPU_MODEL,
@@ -387,6 +409,166 @@ static int read_node(ClusterReader *cr, PoolReader *pr, const FieldVal *nv, cons
     return r;
 }
 
+static int reservation_from_name(const char *s)
+{
+    if (strcasecmp(s, "1y") == 0)
+        return 1;
+    if (strcasecmp(s, "3y") == 0)
+        return 3;
+    return -1;
+}
+
+/* An instance's price per hour spread over its GPUs, or PRICE_UNKNOWN. */
+static int64_t per_gpu(int64_t per_instance, uint8_t gpus)
+{
+    if (per_instance == PRICE_UNKNOWN || !gpus)
+        return PRICE_UNKNOWN;
+    return (per_instance + gpus / 2) / gpus;
+}
+
+/* The pool's price per GPU-hour: price_per_gpu_hour when given, else its tier's price
+ * of instance_type in the pricing catalogue; and the on-demand price of the same
+ * capacity, for the savings figures. */
+static int pool_price(FieldCtx *x, const FieldVal *v, const bool *has, const char *pool, Pool *p)
+{
+    int years = 1;
+    if (has[P_RESERVATION]) {
+        if (p->tier != TIER_RESERVED)
+            return field_bad(x, &v[P_RESERVATION], "only a reserved pool has a reservation term");
+        if (field_enum(x, &v[P_RESERVATION], reservation_from_name, "1y or 3y", &years) < 0)
+            return -EINVAL;
+    }
+    p->on_demand_micro_usd = p->price_micro_usd;
+    if (!has[P_INSTANCE])
+        return 0;
+    const char *type;
+    if (field_text(x, &v[P_INSTANCE], &type) < 0)
+        return -EINVAL;
+    const InstancePrice *ip = pricing_find(type);
+    if (!ip)
+        return field_bad(x, &v[P_INSTANCE],
+                         "'%s' is not in the pricing catalogue (data/pricing-catalog.json); give "
+                         "price_per_gpu_hour instead",
+                         type);
+    int64_t od = per_gpu(ip->on_demand_micro_usd, ip->gpus);
+    int64_t tier_price = 0;
+    const char *what = "";
+    switch (p->tier) {
+    case TIER_ON_DEMAND:
+        tier_price = od;
+        what = "on-demand";
+        break;
+    case TIER_RESERVED:
+        tier_price =
+            per_gpu(years == 3 ? ip->reserved_3y_micro_usd : ip->reserved_1y_micro_usd, ip->gpus);
+        what = years == 3 ? "3-year reserved" : "1-year reserved";
+        break;
+    case TIER_SPOT:
+        tier_price = per_gpu(ip->spot_micro_usd, ip->gpus);
+        what = "spot";
+        break;
+    default: /* owned: paid for already; the instance only says what it would cost */
+        break;
+    }
+    if (!has[P_PRICE]) {
+        if (tier_price == PRICE_UNKNOWN)
+            return field_bad(x, &v[P_INSTANCE],
+                             "the pricing catalogue has no %s price for %s; give "
+                             "price_per_gpu_hour for pool '%s'",
+                             what, ip->id, pool);
+        p->price_micro_usd = tier_price;
+    }
+    if (p->tier == TIER_SPOT && !has[P_NOTICE] && ip->notice_s >= 0)
+        p->notice_ms = ip->notice_s * INT64_C(1000);
+    p->on_demand_micro_usd = od != PRICE_UNKNOWN ? od : p->price_micro_usd;
+    return 0;
+}
+
+/* Seconds with up to three decimals, into milliseconds. */
+static int seconds_ms(FieldCtx *x, const FieldVal *v, int64_t *ret_ms)
+{
+    return field_fixed(x, v, 3, 0, MAX_POOL_SECONDS_MILLI, ret_ms);
+}
+
+/* nodes, min_nodes, max_nodes and the timing of nodes that come and go. A pool with
+ * only nodes is fixed; with max_nodes it is autoscaled between min_nodes (default 0)
+ * and max_nodes, starting with nodes (default min_nodes). */
+static int pool_scaling(FieldCtx *x, const FieldVal *v, const bool *has, size_t line,
+                        const char *pool, Pool *p)
+{
+    int r = 0;
+    uint64_t nodes = 0, lo = 0, hi = 0;
+    if (!has[P_NODES] && !has[P_MAX]) {
+        field_error(x, line, "missing field 'nodes' in pool '%s' (or max_nodes, to autoscale it)",
+                    pool);
+        r = -EINVAL;
+    }
+    if (has[P_NODES] && field_uint(x, &v[P_NODES], 0, POOL_MAX_NODES, &nodes) < 0)
+        r = -EINVAL;
+    if (has[P_MIN] && field_uint(x, &v[P_MIN], 0, POOL_MAX_NODES, &lo) < 0)
+        r = -EINVAL;
+    if (has[P_MAX] && field_uint(x, &v[P_MAX], 0, POOL_MAX_NODES, &hi) < 0)
+        r = -EINVAL;
+    if (r < 0)
+        return r;
+    if (has[P_MIN] && !has[P_MAX])
+        return field_bad(x, &v[P_MIN], "needs max_nodes (a pool with only nodes is fixed)");
+    if (has[P_MAX]) {
+        if (!has[P_NODES])
+            nodes = lo;
+        if (lo > hi)
+            return field_bad(x, &v[P_MIN], "must be at most max_nodes (%" PRIu64 "), not %" PRIu64,
+                             hi, lo);
+        if (nodes < lo || nodes > hi)
+            return field_bad(x, &v[P_NODES],
+                             "the initial count must be from min_nodes (%" PRIu64
+                             ") to max_nodes (%" PRIu64 "), not %" PRIu64,
+                             lo, hi, nodes);
+    } else {
+        lo = hi = nodes;
+    }
+    p->nodes = (uint32_t)hi;
+    p->min_nodes = (uint32_t)lo;
+    p->max_nodes = (uint32_t)hi;
+    p->initial_nodes = (uint32_t)nodes;
+    p->startup_ms = POOL_DEFAULT_STARTUP_MS;
+    p->idle_ms = POOL_DEFAULT_IDLE_MS;
+    if (p->tier == TIER_SPOT && !p->notice_ms)
+        p->notice_ms = POOL_DEFAULT_NOTICE_MS;
+    bool scaled = hi > lo, spot = p->tier == TIER_SPOT;
+    if (has[P_STARTUP]) {
+        if (!scaled && !spot)
+            r = field_bad(x, &v[P_STARTUP],
+                          "only nodes that come and go start up: give max_nodes above "
+                          "min_nodes, or make it a spot pool");
+        else if (seconds_ms(x, &v[P_STARTUP], &p->startup_ms) < 0)
+            r = -EINVAL;
+    }
+    if (has[P_IDLE]) {
+        if (!scaled)
+            r = field_bad(x, &v[P_IDLE],
+                          "only an autoscaled pool (max_nodes above min_nodes) "
+                          "releases idle nodes");
+        else if (seconds_ms(x, &v[P_IDLE], &p->idle_ms) < 0)
+            r = -EINVAL;
+    }
+    if (has[P_INTERRUPT]) {
+        int64_t micro = 0;
+        if (!spot)
+            r = field_bad(x, &v[P_INTERRUPT], "only a spot pool is interrupted");
+        else if (field_fixed(x, &v[P_INTERRUPT], 6, 0, MAX_INTERRUPT_MICRO, &micro) < 0)
+            r = -EINVAL;
+        p->interruptions_per_hour = (double)micro / 1e6;
+    }
+    if (has[P_NOTICE]) {
+        if (!spot)
+            r = field_bad(x, &v[P_NOTICE], "only a spot pool gets an interruption notice");
+        else if (seconds_ms(x, &v[P_NOTICE], &p->notice_ms) < 0)
+            r = -EINVAL;
+    }
+    return r;
+}
+
 static int read_pool(ClusterReader *cr, struct fy_node *item, size_t line)
 {
     FieldCtx *x = cr->x;
@@ -428,14 +610,10 @@ static int read_pool(ClusterReader *cr, struct fy_node *item, size_t line)
     if (has[P_PRICE] &&
         field_fixed(x, &v[P_PRICE], 6, 0, MAX_PRICE_MICRO_USD, &p.price_micro_usd) < 0)
         r = -EINVAL;
-    uint64_t nodes = 0;
-    if (!has[P_NODES]) {
-        field_error(x, line, "missing field 'nodes' in pool '%s'", name);
+    if (r == 0 && pool_price(x, v, has, name, &p) < 0)
         r = -EINVAL;
-    } else if (field_uint(x, &v[P_NODES], 0, POOL_MAX_NODES, &nodes) < 0) {
+    if (pool_scaling(x, v, has, line, name, &p) < 0)
         r = -EINVAL;
-    }
-    p.nodes = (uint32_t)nodes;
     int e = 0;
     if (has[P_LEAVES]) {
         e = field_each(x, &v[P_LEAVES], pool_leaf, &pr);
