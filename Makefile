@@ -3,30 +3,27 @@
 #   make test     ASan+UBSan build in build-test/, every test through ctest
 #   make run      the main job: a server and two agents (simulated GPUs) on the demo cluster
 #   make bench    benchmarks, results into bench/RESULTS.md
-#   make deps     install missing Debian packages (apt-get update first)
+#   make deps     install missing Debian packages (apt-get update first); test-deps adds
+#                 what the browser tests need
 
 BUILD      ?= build
 TEST_BUILD ?= build-test
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libcmocka-dev \
                libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libsodium-dev \
-               clang-format python3 curl chromium nodejs npm
+               clang-format python3 curl
+# what only the tests need: the portal's browser tests
+DEB_TEST_PACKAGES = chromium nodejs npm
 
-.PHONY: all deps build test run bench format format-check clean
+.PHONY: all deps test-deps build test run bench format format-check clean
 
 all: build
 
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
-	  case $$p in nodejs) command -v node >/dev/null && continue;; npm) command -v npm >/dev/null && continue;; esac; \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO=sudo; \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	@./tools/install-deps.sh $(DEB_PACKAGES)
+
+test-deps:
+	@./tools/install-deps.sh $(DEB_PACKAGES) $(DEB_TEST_PACKAGES)
 
 build:
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUORCH_TESTS=OFF >/dev/null
@@ -36,7 +33,7 @@ build:
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-test: deps node_modules/.package-lock.json
+test: test-deps node_modules/.package-lock.json
 	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUORCH_SANITIZE=ON >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
