@@ -112,7 +112,7 @@ static int count_month(Server *s, int64_t month_start_ms)
     ten->month_start_ms = month_start_ms;
     r = store_usage_query(s->store, month_start_ms, INT64_MAX, load_segment, s);
     if (r < 0)
-        ten->month_start_ms = first ? 0 : ten->month_start_ms;
+        ten->month_start_ms = 0; /* not counted: again at the next cycle */
     return r;
 }
 
@@ -125,8 +125,7 @@ void metering_cycle(Server *s, int64_t now_ms)
         if (r < 0) {
             log_error("event=budget_count_failed error=%d reason=%s", r,
                       r == -ENOMEM ? "out_of_memory" : "store_read_failed");
-            if (!ten->month_start_ms)
-                return; /* nothing counted yet: try again next cycle */
+            return; /* the teams keep their last marks until the count succeeds */
         }
     }
     for (size_t t = 0; t < s->c->n_teams; t++)
