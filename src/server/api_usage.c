@@ -214,9 +214,10 @@ static int add_idle(Usage *u, const Cluster *c)
         const Pool *pool = &c->pools[p];
         if (pool->tier != TIER_OWNED && pool->tier != TIER_RESERVED)
             continue;
+        /* the nodes there now (an autoscaled pool's absent ones are not paid for) */
         int64_t gpus = 0;
         for (size_t n = 0; n < c->n_nodes; n++)
-            if (c->nodes[n].pool == p)
+            if (c->nodes[n].pool == p && node_present(&c->nodes[n]))
                 gpus += c->nodes[n].n_gpus;
         Meter cap = metering_capacity(gpus, u->to_ms - u->from_ms, pool->price_micro_usd);
         Meter idle = {MAX(cap.micro_hours - u->pool_alloc[p].micro_hours, (int64_t)0),
