@@ -74,6 +74,18 @@ void evlog_placement(EvLog *ev, const Cluster *c, int64_t t_ms, const char *job,
     evlog_workers(ev, c, t_ms, "start", job, pl);
 }
 
+void evlog_node(EvLog *ev, const Cluster *c, int64_t t_ms, const char *type, uint32_t node)
+{
+    if (!ev->on)
+        return;
+    const Node *n = &c->nodes[node];
+    buf_printf(ev->out, "{\"t_ms\": %lld, \"type\": \"%s\", \"node\": ", (long long)t_ms, type);
+    buf_json_str(ev->out, n->name);
+    buf_puts(ev->out, ", \"pool\": ");
+    buf_json_str(ev->out, c->pools[n->pool].name);
+    tail(ev);
+}
+
 int evlog_error(const EvLog *ev)
 {
     return ev->on && ev->out->oom ? -ENOMEM : 0;

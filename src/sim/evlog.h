@@ -30,4 +30,7 @@ void evlog_reconfig(EvLog *ev, const Cluster *c, int64_t t_ms, const char *job,
 /* A line about a job alone ("submit", "unschedulable", ...), with an optional reason. */
 void evlog_job(EvLog *ev, int64_t t_ms, const char *type, const char *job, const char *reason);
 /* -ENOMEM when a line could not be written. */
+/* A node coming or going: node-start, node-up, node-release, node-drain, spot-notice,
+ * node-gone. */
+void evlog_node(EvLog *ev, const Cluster *c, int64_t t_ms, const char *type, uint32_t node);
 int evlog_error(const EvLog *ev);

@@ -16,6 +16,10 @@ typedef enum EventKind {
     EV_ARRIVAL,      /* a job is submitted */
     EV_SCHEDULE,     /* a wake-up for the scheduler (Tiresias demotion, a reservation) */
     EV_SAMPLE,       /* a metrics sample */
+    /* node events (their own queue; `job` is the node, `epoch` the node's) */
+    EV_NODE_UP,   /* a starting node is up */
+    EV_NOTICE,    /* a spot interruption notice */
+    EV_NODE_GONE, /* the notice is over: the node is taken away */
 } EventKind;
 
 typedef struct Event {

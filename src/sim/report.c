@@ -291,7 +291,43 @@ static void json_group(Buf *b, const SimReport *r, size_t pi, bool team, size_t 
     buf_putc(b, '}');
 }
 
-static void json_time(Buf *b, const SimReport *r, size_t pi, double gpus)
+/* GPU-seconds of capacity for the group figures: every GPU over the makespan, or the
+ * GPUs present over the run when nodes came and went. */
+static double capacity_s(const SimReport *r, size_t pi)
+{
+    if (r->runs[pi * r->n_seeds].time.elastic)
+        return 3600.0 * aggregate(r, pi, m_time_double, TOFF(capacity_gpu_hours)).mean;
+    return r->gpus * aggregate(r, pi, m_time_double, TOFF(makespan_s)).mean;
+}
+
+static void json_cost(Buf *b, const SimReport *r, size_t pi)
+{
+    bool std = r->n_seeds > 1;
+    json_agg(b, "capacity_gpu_hours", aggregate(r, pi, m_time_double, TOFF(capacity_gpu_hours)), 2,
+             false);
+    json_agg(b, "cost_usd", aggregate(r, pi, m_time_double, TOFF(cost_usd)), 2, std);
+    buf_puts(b, ", \"cost_by_tier_usd\": {");
+    for (int t = 0; t < TIER_COUNT; t++) {
+        buf_printf(b, "%s\"%s\": ", t ? ", " : "", tier_name((Tier)t));
+        render_num(
+            b,
+            aggregate(r, pi, m_time_double, TOFF(cost_by_tier_usd) + (size_t)t * sizeof(double))
+                .mean,
+            2);
+    }
+    buf_putc(b, '}');
+    json_agg(b, "on_demand_cost_usd", aggregate(r, pi, m_time_double, TOFF(on_demand_cost_usd)), 2,
+             false);
+    json_agg(b, "savings_pct", aggregate(r, pi, m_time_double, TOFF(savings_pct)), 2, std);
+    json_agg(b, "interruptions", aggregate(r, pi, m_time_size, TOFF(interruptions)), 1, false);
+    json_agg(b, "nodes_started", aggregate(r, pi, m_time_size, TOFF(nodes_started)), 1, false);
+    json_agg(b, "moved_to_reserved", aggregate(r, pi, m_time_size, TOFF(moved_to_reserved)), 1,
+             false);
+    json_agg(b, "production_jobs_on_spot", aggregate(r, pi, m_time_size, TOFF(production_on_spot)),
+             1, false);
+}
+
+static void json_time(Buf *b, const SimReport *r, size_t pi)
 {
     bool std = r->n_seeds > 1;
     json_agg(b, "utilization_pct", aggregate(r, pi, m_time_double, TOFF(utilization_pct)), 2, std);
@@ -322,7 +358,8 @@ static void json_time(Buf *b, const SimReport *r, size_t pi, double gpus)
     json_agg(b, "oom_failures", aggregate(r, pi, m_time_size, TOFF(oom_failures)), 1, false);
     json_agg(b, "oom_repeats", aggregate(r, pi, m_time_size, TOFF(oom_repeats)), 1, false);
     json_agg(b, "drains", aggregate(r, pi, m_time_size, TOFF(drains)), 1, false);
-    double cap_s = gpus * aggregate(r, pi, m_time_double, TOFF(makespan_s)).mean;
+    json_cost(b, r, pi);
+    double cap_s = capacity_s(r, pi);
     buf_puts(b, ", \"by_priority\": {");
     bool first = true;
     const TimeResult *t0 = &r->runs[pi * r->n_seeds].time;
@@ -361,7 +398,7 @@ void report_json(const SimReport *r, Buf *b)
         if (r->mode == SIM_PACKING)
             json_packing(b, r, pi);
         else
-            json_time(b, r, pi, r->gpus);
+            json_time(b, r, pi);
         buf_putc(b, '}');
     }
     buf_puts(b, "]}\n");
@@ -455,6 +492,37 @@ static void table_time(const SimReport *r, Buf *t)
     }
 }
 
+/* The bill, when there is one (a priced pool, or nodes that came and go). */
+static void table_cost(const SimReport *r, Buf *t)
+{
+    bool any = false;
+    for (size_t i = 0; i < r->n_policies * r->n_seeds; i++)
+        any |= r->runs[i].time.cost_usd > 0 || r->runs[i].time.elastic;
+    if (!any)
+        return;
+    buf_puts(t, "POLICY\tCOST $");
+    for (int k = 0; k < TIER_COUNT; k++)
+        buf_printf(t, "\t%s $", tier_name((Tier)k));
+    buf_puts(t, "\tAT ON-DEMAND $\tSAVINGS %\tINTERRUPTIONS\tNODES STARTED\tMOVED BACK\t"
+                "PRODUCTION ON SPOT\n");
+    for (size_t pi = 0; pi < r->n_policies; pi++) {
+        buf_printf(t, "%s\t%.0f", r->policies[pi].name,
+                   aggregate(r, pi, m_time_double, TOFF(cost_usd)).mean);
+        for (int k = 0; k < TIER_COUNT; k++)
+            buf_printf(
+                t, "\t%.0f",
+                aggregate(r, pi, m_time_double, TOFF(cost_by_tier_usd) + (size_t)k * sizeof(double))
+                    .mean);
+        buf_printf(t, "\t%.0f\t", aggregate(r, pi, m_time_double, TOFF(on_demand_cost_usd)).mean);
+        cell_agg(t, aggregate(r, pi, m_time_double, TOFF(savings_pct)), 1, false);
+        buf_printf(t, "\t%.0f\t%.0f\t%.0f\t%.0f\n",
+                   aggregate(r, pi, m_time_size, TOFF(interruptions)).mean,
+                   aggregate(r, pi, m_time_size, TOFF(nodes_started)).mean,
+                   aggregate(r, pi, m_time_size, TOFF(moved_to_reserved)).mean,
+                   aggregate(r, pi, m_time_size, TOFF(production_on_spot)).mean);
+    }
+}
+
 /* Utilisation by team: a row per team, a column per policy; for the teams of the
  * cluster spec, the share of the run their guarantee was met. */
 static void table_teams(const SimReport *r, Buf *t)
@@ -469,7 +537,7 @@ static void table_teams(const SimReport *r, Buf *t)
     for (size_t gi = 0; gi < t0->n_teams; gi++) {
         buf_puts(t, t0->by_team[gi].name);
         for (size_t pi = 0; pi < r->n_policies; pi++) {
-            double cap_s = r->gpus * aggregate(r, pi, m_time_double, TOFF(makespan_s)).mean;
+            double cap_s = capacity_s(r, pi);
             double busy = group_mean(r, pi, true, gi, offsetof(GroupResult, busy_gpu_s), false);
             double done = group_mean(r, pi, true, gi, offsetof(GroupResult, finished), true);
             double met =
@@ -498,6 +566,12 @@ void report_table(const SimReport *r, FILE *f, void (*print)(FILE *, const char 
         print(f, buf_str(&t));
         buf_reset(&t);
         table_teams(r, &t);
+        if (t.len) {
+            fputc('\n', f);
+            print(f, buf_str(&t));
+        }
+        buf_reset(&t);
+        table_cost(r, &t);
         if (t.len) {
             fputc('\n', f);
             print(f, buf_str(&t));

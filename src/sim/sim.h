@@ -113,8 +113,22 @@ typedef struct TimeResult {
     double makespan_s, jobs_per_hour;
     size_t submitted, finished, never_placed, unschedulable, preemptions, reconfigurations;
     size_t oom_failures, oom_repeats, drains;
-    double lost_gpu_hours;       /* work lost to preemption (since the last checkpoint) */
+    double lost_gpu_hours;       /* work lost to preemption, interruption or OOM (since the
+                                  * last checkpoint) */
     double checkpoint_gpu_hours; /* GPUs held while checkpointing */
+    /* the bill: node-hours of present nodes (starting, up, leaving) x GPUs x the pool's
+     * price per GPU-hour, over the run (first submission to the last change) */
+    bool elastic;              /* some node came or went (autoscaling, interruptions):
+                                * capacity figures are over present GPUs */
+    double capacity_gpu_hours; /* GPU-hours of present nodes */
+    double cost_usd;
+    double cost_by_tier_usd[TIER_COUNT];
+    double on_demand_cost_usd; /* the same node-hours at the on-demand price */
+    double savings_pct;        /* 1 - cost / on-demand cost, %; NaN without a price */
+    size_t interruptions;      /* spot notices */
+    size_t nodes_started;      /* by the autoscaler */
+    size_t moved_to_reserved;  /* jobs moved back to reserved or owned capacity */
+    size_t production_on_spot; /* production jobs that ran on a spot node: must be 0 */
     GroupResult by_priority[PRIO_COUNT];
     GroupResult *by_team;
     size_t n_teams;

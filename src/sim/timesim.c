@@ -19,6 +19,7 @@
  * over the time the waiting work could fill every idle GPU (its GPU-equivalents at least
  * the idle ones), which leaves out the warm-up, the drain at the end, and a lone gang
  * waiting in an emptying cluster. */
+#include "core/autoscale.h"
 #include "core/learn.h"
 #include "sim/evlog.h"
 #include "sim/evq.h"
@@ -59,11 +60,15 @@ typedef struct SimJob {
     int64_t ckpt_interval_ms, ckpt_cost_ms;
     int64_t estimate_total_ms;
     uint32_t team;
+    int64_t stop_at_ms;          /* stopping: when its last checkpoint is done */
+    double saved_before_stop_ms; /* stopping: what a checkpoint cut short leaves it with */
+    bool moved;                  /* moved back to reserved or owned capacity once */
+    bool ran_on_spot;
 } SimJob;
 
 typedef struct Sample {
     int64_t t_ms;
-    double busy, alloc;
+    double busy, alloc, cap;
     uint32_t queued, running;
 } Sample;
 
@@ -103,6 +108,27 @@ typedef struct TimeSim {
     double lost_gpu_ms, ckpt_gpu_ms;
     bool dirty;
     uint64_t changes; /* bumped by every event that changes something */
+    /* nodes that come and go: autoscaled pools and spot interruptions */
+    bool elastic;
+    Autoscaler as;
+    AutoscaleDecisions asd;
+    AutoscaleJob *asj; /* the pass's waiting jobs, then its running ones */
+    size_t asj_cap;
+    int64_t as_wake_ms;   /* the autoscaler's wake-up posted, or 0 */
+    EventQueue nq;        /* node events (a queue of their own: they never keep a run going) */
+    uint64_t *node_epoch; /* bumped on every state change: posted node events go stale */
+    Rng spot_rng;         /* interruptions: a stream apart, so placement draws stay as they were */
+    double present_gpus;  /* GPUs of present nodes */
+    double cap_area, sat_cap_area, win_cap_area;
+    uint32_t *pool_present; /* per pool: present nodes */
+    double *pool_node_ms;   /* per pool: present node-ms so far */
+    double *end_node_ms;    /* the same at the last change (the end of the run) */
+    double end_cap_area;
+    size_t interruptions, nodes_started, moves, production_on_spot;
+    size_t end_interruptions, end_nodes_started; /* at the last change */
+    size_t n_leaving;                            /* nodes leaving */
+    uint32_t *on_node;                           /* scratch: the jobs on one node */
+    size_t on_node_cap;
 } TimeSim;
 
 static const JobSpec *spec_of(const TimeSim *s, uint32_t j)
@@ -118,10 +144,14 @@ static void integrate(TimeSim *s, int64_t t)
     if (dt > 0) {
         s->busy_area += s->busy * dt;
         s->alloc_area += s->alloc * dt;
+        s->cap_area += s->present_gpus * dt;
+        for (size_t p = 0; p < s->c->n_pools; p++)
+            s->pool_node_ms[p] += (double)s->pool_present[p] * dt;
         if (s->saturated) {
             s->sat_ms += dt;
             s->sat_busy_area += s->busy * dt;
             s->sat_alloc_area += s->alloc * dt;
+            s->sat_cap_area += s->present_gpus * dt;
         }
         /* the part of [last, t) inside the window */
         const SimOptions *o = &s->in->opt;
@@ -132,6 +162,7 @@ static void integrate(TimeSim *s, int64_t t)
                 s->win_ms += hi - lo;
                 s->win_busy_area += s->busy * (hi - lo);
                 s->win_alloc_area += s->alloc * (hi - lo);
+                s->win_cap_area += s->present_gpus * (hi - lo);
             }
         }
         for (size_t i = 0; i < s->in->prep.n_teams; i++) {
@@ -157,6 +188,7 @@ static int sample(TimeSim *s)
     s->samples[s->n_samples++] = (Sample){.t_ms = s->now_ms,
                                           .busy = s->busy,
                                           .alloc = s->alloc,
+                                          .cap = s->present_gpus,
                                           .queued = (uint32_t)sched_queue_len(&s->sched),
                                           .running = (uint32_t)s->running};
     return 0;
@@ -258,6 +290,38 @@ static uint64_t granted_mib(const Cluster *c, const Placement *pl)
     return least;
 }
 
+/* A run on spot nodes: a job that gives a checkpoint cost but no interval checkpoints
+ * at the Young/Daly interval for the interruption rate of its nodes together; and a
+ * production job there is counted (the tier rules say it never happens). */
+static void on_spot(TimeSim *s, uint32_t j)
+{
+    SimJob *sj = &s->jobs[j];
+    const JobSpec *spec = spec_of(s, j);
+    const Placement *pl = &sj->sj.pl;
+    double rate = 0;
+    bool spot = false;
+    for (size_t w = 0; w < pl->n_workers; w++) {
+        uint32_t node = pl->workers[w].node;
+        bool seen = false;
+        for (size_t v = 0; v < w; v++)
+            seen |= pl->workers[v].node == node;
+        const Pool *p = &s->c->pools[s->c->nodes[node].pool];
+        if (p->tier == TIER_SPOT) {
+            spot = true;
+            if (!seen)
+                rate += p->interruptions_per_hour;
+        }
+    }
+    sj->ckpt_interval_ms = spec->checkpoint_interval_ms;
+    if (!sj->ckpt_interval_ms)
+        sj->ckpt_interval_ms = autoscale_checkpoint_interval_ms(sj->ckpt_cost_ms, rate);
+    if (spot && !sj->ran_on_spot) {
+        sj->ran_on_spot = true;
+        if (spec->priority == PRIO_PRODUCTION)
+            s->production_on_spot++;
+    }
+}
+
 static int start_run(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
@@ -279,6 +343,7 @@ static int start_run(TimeSim *s, uint32_t j)
     if (sj->first_start_ms < 0)
         sj->first_start_ms = s->now_ms;
     s->running++;
+    on_spot(s, j);
     evlog_workers(&s->ev, s->c, s->now_ms, "start", spec->name, &sj->sj.pl);
     /* too big for what it got: it runs out of memory as it loads */
     if (spec->peak_memory_mib && spec->peak_memory_mib > granted_mib(s->c, &sj->sj.pl)) {
@@ -418,9 +483,9 @@ static int enqueue(TimeSim *s, uint32_t j)
     return err;
 }
 
-/* A preemption signal: checkpoint within the grace when the cost allows, else lose the
- * work since the last checkpoint; hold the GPUs until then. */
-static int signal_stop(TimeSim *s, uint32_t j)
+/* A preemption signal: checkpoint within the grace (at most max_grace) when the cost
+ * allows, else lose the work since the last checkpoint; hold the GPUs until then. */
+static int signal_stop_within(TimeSim *s, uint32_t j, int64_t max_grace)
 {
     SimJob *sj = &s->jobs[j];
     if (sj->phase == PH_BINDING) {
@@ -433,7 +498,8 @@ static int signal_stop(TimeSim *s, uint32_t j)
     }
     advance(s, sj);
     bool was_running = sj->phase == PH_RUNNING;
-    int64_t grace = sj->sj.grace_ms, stop_in;
+    int64_t grace = MIN(sj->sj.grace_ms, max_grace), stop_in;
+    sj->saved_before_stop_ms = sj->saved_ms;
     /* a job that declares no checkpoint cost is taken to checkpoint for free */
     if (sj->ckpt_cost_ms <= grace) {
         sj->saved_ms = sj->done_ms; /* a last checkpoint within the grace */
@@ -454,10 +520,205 @@ static int signal_stop(TimeSim *s, uint32_t j)
         s->running--;
     sj->phase = PH_STOPPING;
     sj->since_ms = s->now_ms;
+    sj->stop_at_ms = s->now_ms + stop_in;
     sj->epoch++;
     s->preemptions++;
     evlog_workers(&s->ev, s->c, s->now_ms, "preempt", spec_of(s, j)->name, &sj->sj.pl);
     return evq_push(&s->q, s->now_ms + stop_in, EV_STOPPED, j, sj->epoch);
+}
+
+static int signal_stop(TimeSim *s, uint32_t j)
+{
+    return signal_stop_within(s, j, INT64_MAX);
+}
+
+/* ---- nodes that come and go ---- */
+
+static void set_presence(TimeSim *s, uint32_t node, NodePresence st)
+{
+    Node *n = &s->c->nodes[node];
+    bool was = node_present(n), is = st != NODE_ABSENT;
+    if (was != is) {
+        s->present_gpus += is ? n->n_gpus : -(double)n->n_gpus;
+        s->pool_present[n->pool] += is ? 1 : (uint32_t)-1;
+    }
+    s->n_leaving += (st == NODE_LEAVING) - (n->state == NODE_LEAVING);
+    cluster_set_node_state(s->c, node, st);
+    s->node_epoch[node]++;
+    s->dirty = true;
+}
+
+/* An up spot node's next interruption notice: exponential at its pool's rate. */
+static int draw_interruption(TimeSim *s, uint32_t node)
+{
+    const Pool *p = &s->c->pools[s->c->nodes[node].pool];
+    if (p->tier != TIER_SPOT || !(p->interruptions_per_hour > 0))
+        return 0;
+    double ms = -log1p(-rng_unit(&s->spot_rng)) / p->interruptions_per_hour * 3.6e6;
+    if (ms > 1e15)
+        return 0; /* not in any run */
+    return evq_push(&s->nq, s->now_ms + (int64_t)ceil(ms), EV_NOTICE, node, s->node_epoch[node]);
+}
+
+/* Leaving nodes that hold nothing any more go. */
+static void sweep_leaving(TimeSim *s)
+{
+    for (size_t i = 0; s->n_leaving && i < s->c->n_nodes; i++) {
+        const Node *n = &s->c->nodes[i];
+        if (n->state == NODE_LEAVING && node_empty(n)) {
+            evlog_node(&s->ev, s->c, s->now_ms, "node-gone", (uint32_t)i);
+            set_presence(s, (uint32_t)i, NODE_ABSENT);
+        }
+    }
+}
+
+/* The jobs holding GPUs on a node, into s->on_node; their count or -ENOMEM. */
+static int jobs_on(TimeSim *s, uint32_t node)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_holding; i++) {
+        const Placement *pl = &s->jobs[s->holding[i]].sj.pl;
+        bool on = false;
+        for (size_t w = 0; w < pl->n_workers && !on; w++)
+            on = pl->workers[w].node == node;
+        if (!on)
+            continue;
+        if (GROW(s->on_node, s->on_node_cap, n + 1) < 0)
+            return -ENOMEM;
+        s->on_node[n++] = s->holding[i];
+    }
+    return (int)n;
+}
+
+/* Stop a job the scheduler did not choose to stop (an interruption, a move): it
+ * checkpoints within max_grace when it can and is queued again. */
+static int stop_for_node(TimeSim *s, uint32_t j, int64_t max_grace)
+{
+    SimJob *sj = &s->jobs[j];
+    sj->sj.stopping = true;
+    sj->sj.nominated = SCHED_NONE;
+    int err = signal_stop_within(s, j, max_grace);
+    if (sj->phase == PH_STOPPING)
+        sj->sj.stop_at_ms = sj->stop_at_ms;
+    return err;
+}
+
+/* A spot notice: the node takes nothing new, its jobs checkpoint within the notice, and
+ * it is gone when the notice is over. */
+static int on_notice(TimeSim *s, uint32_t node)
+{
+    const Node *n = &s->c->nodes[node];
+    int64_t notice = s->c->pools[n->pool].notice_ms;
+    s->interruptions++;
+    evlog_node(&s->ev, s->c, s->now_ms, "spot-notice", node);
+    set_presence(s, node, NODE_LEAVING);
+    int err = evq_push(&s->nq, s->now_ms + notice, EV_NODE_GONE, node, s->node_epoch[node]);
+    int k = err ? err : jobs_on(s, node);
+    for (int i = 0; i < k && !err; i++) {
+        uint32_t j = s->on_node[i];
+        /* already stopping: its end is checked when the node goes */
+        if (s->jobs[j].phase != PH_STOPPING)
+            err = stop_for_node(s, j, notice);
+    }
+    return k < 0 ? k : err;
+}
+
+/* The notice is over: what still runs there loses the work its unfinished checkpoint
+ * was saving, and is queued again. */
+static int on_gone(TimeSim *s, uint32_t node)
+{
+    int k = jobs_on(s, node);
+    int err = 0;
+    for (int i = 0; i < k && !err; i++) {
+        uint32_t j = s->on_node[i];
+        SimJob *sj = &s->jobs[j];
+        s->lost_gpu_ms += sj->alloc_eq * (sj->done_ms - sj->saved_before_stop_ms) / sj->speed;
+        sj->done_ms = sj->saved_ms = sj->saved_before_stop_ms;
+        take_off(s, j);
+        err = enqueue(s, j);
+    }
+    sweep_leaving(s);
+    return k < 0 ? k : err;
+}
+
+static int handle_node(TimeSim *s, const Event *e)
+{
+    uint32_t node = e->job;
+    if (e->epoch != s->node_epoch[node])
+        return 0;
+    switch (s->c->nodes[node].state) {
+    case NODE_STARTING:
+        if (e->kind != EV_NODE_UP)
+            return 0;
+        evlog_node(&s->ev, s->c, s->now_ms, "node-up", node);
+        set_presence(s, node, NODE_UP);
+        return draw_interruption(s, node);
+    case NODE_UP:
+        return e->kind == EV_NOTICE ? on_notice(s, node) : 0;
+    case NODE_LEAVING:
+        return e->kind == EV_NODE_GONE ? on_gone(s, node) : 0;
+    default:
+        return 0;
+    }
+}
+
+/* One autoscaler pass over the queue after a scheduling cycle, carried out at once. */
+static int autoscale(TimeSim *s)
+{
+    size_t nw = s->sched.n_order, nr = s->n_holding;
+    if (GROW(s->asj, s->asj_cap, nw + nr + 1) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < nw + nr; i++) {
+        const SchedJob *q = i < nw ? s->sched.order[i] : &s->jobs[s->holding[i - nw]].sj;
+        const SimJob *sj = &s->jobs[q->id];
+        const JobSpec *spec = spec_of(s, q->id);
+        s->asj[i] = (AutoscaleJob){
+            .j = q,
+            .waiting_since_ms = sj->wait_since_ms,
+            .max_wait_ms = spec->max_wait_ms,
+            .checkpoints = spec->checkpoint_interval_ms > 0 || spec->checkpoint_cost_ms > 0,
+            .moved = sj->moved,
+        };
+    }
+    s->asd.n = 0;
+    int err = autoscale_pass(&s->as, s->c, s->asj, nw, s->asj + nw, nr, s->now_ms, &s->asd);
+    for (size_t k = 0; k < s->asd.n && !err; k++) {
+        const AutoscaleDecision *d = &s->asd.d[k];
+        const Pool *p = &s->c->pools[s->c->nodes[d->node].pool];
+        switch (d->kind) {
+        case AS_START:
+            s->nodes_started++;
+            evlog_node(&s->ev, s->c, s->now_ms, "node-start", d->node);
+            set_presence(s, d->node, NODE_STARTING);
+            err = evq_push(&s->nq, s->now_ms + p->startup_ms, EV_NODE_UP, d->node,
+                           s->node_epoch[d->node]);
+            break;
+        case AS_RELEASE:
+            evlog_node(&s->ev, s->c, s->now_ms, "node-release", d->node);
+            set_presence(s, d->node, NODE_ABSENT);
+            break;
+        case AS_DRAIN:
+            evlog_node(&s->ev, s->c, s->now_ms, "node-drain", d->node);
+            set_presence(s, d->node, NODE_LEAVING);
+            break;
+        case AS_MOVE:
+            s->moves++;
+            s->jobs[d->job].moved = true;
+            err = stop_for_node(s, d->job, INT64_MAX);
+            break;
+        default:
+            break;
+        }
+    }
+    sweep_leaving(s);
+    /* wake up when an idle time or a max_wait runs out */
+    int64_t at = s->asd.wake_ms;
+    if (!err && at != INT64_MAX && at > s->now_ms &&
+        (s->as_wake_ms <= s->now_ms || at < s->as_wake_ms)) {
+        s->as_wake_ms = at;
+        err = evq_push(&s->q, at, EV_SCHEDULE, UINT32_MAX, 0);
+    }
+    return err;
 }
 
 /* ---- scheduling ---- */
@@ -551,13 +812,16 @@ static int schedule(TimeSim *s)
             err = evq_push(&s->q, at, EV_SCHEDULE, UINT32_MAX, 0);
         }
     }
+    if (!err && s->elastic)
+        err = autoscale(s);
     check_guarantees(s);
     /* saturated: the waiting work could fill every idle GPU */
     double waiting = 0;
     for (size_t i = 0; i < s->sched.n_order; i++)
         if (s->sched.order[i]->queued)
             waiting += s->sched.order[i]->ask_units / GPU_UNITS;
-    s->saturated = waiting > 0 && waiting >= (double)s->c->n_gpus - s->alloc;
+    double cap = s->elastic ? s->present_gpus : (double)s->c->n_gpus;
+    s->saturated = waiting > 0 && waiting >= cap - s->alloc;
     s->dirty = false;
     return err;
 }
@@ -658,7 +922,25 @@ static int handle(TimeSim *s, const Event *e)
 
 /* ---- the run ---- */
 
+/* The next event: the job queue's, or the node queue's when it comes first (and the
+ * run goes on: job events are left, or a node is starting). */
+static const Event *next_event_of(TimeSim *s)
+{
+    const Event *j = evq_peek(&s->q), *n = evq_peek(&s->nq);
+    if (!n)
+        return j;
+    if (j && j->t_ms <= n->t_ms)
+        return j;
+    if (j)
+        return n;
+    for (size_t i = 0; i < s->c->n_nodes; i++)
+        if (s->c->nodes[i].state == NODE_STARTING)
+            return n;
+    return NULL;
+}
+
 static void finish_groups(TimeSim *s, TimeResult *res, double span_ms);
+static void bill(TimeSim *s, TimeResult *res, double cap_gpu_ms);
 
 static void sim_free(TimeSim *s)
 {
@@ -674,6 +956,15 @@ static void sim_free(TimeSim *s)
     free(s->team_alloc_area);
     free(s->team_unmet_ms);
     free(s->team_unmet);
+    free(s->asj);
+    free(s->node_epoch);
+    free(s->pool_present);
+    free(s->pool_node_ms);
+    free(s->end_node_ms);
+    free(s->on_node);
+    autoscale_decisions_free(&s->asd);
+    autoscale_free(&s->as);
+    evq_free(&s->nq);
     sched_decisions_free(&s->dec);
     sched_free(&s->sched);
     learn_free(&s->learn);
@@ -697,9 +988,35 @@ static int setup(TimeSim *s)
     s->team_alloc_area = calloc(nt, sizeof(double));
     s->team_unmet_ms = calloc(nt, sizeof(double));
     s->team_unmet = calloc(nt, sizeof(bool));
+    size_t np = s->c && s->c->n_pools ? s->c->n_pools : 1;
+    s->pool_present = calloc(np, sizeof(*s->pool_present));
+    s->pool_node_ms = calloc(np, sizeof(*s->pool_node_ms));
+    s->end_node_ms = calloc(np, sizeof(*s->end_node_ms));
+    s->node_epoch = calloc(s->c && s->c->n_nodes ? s->c->n_nodes : 1, sizeof(*s->node_epoch));
     if (!s->c || !s->jobs || !s->team_busy || !s->team_alloc || !s->team_busy_area ||
-        !s->team_alloc_area || !s->team_unmet_ms || !s->team_unmet)
+        !s->team_alloc_area || !s->team_unmet_ms || !s->team_unmet || !s->pool_present ||
+        !s->pool_node_ms || !s->end_node_ms || !s->node_epoch)
         return -ENOMEM;
+    /* nodes come and go when a pool autoscales or spot is interrupted */
+    for (size_t i = 0; i < s->c->n_nodes; i++) {
+        const Node *n = &s->c->nodes[i];
+        if (node_present(n)) {
+            s->present_gpus += n->n_gpus;
+            s->pool_present[n->pool]++;
+        }
+    }
+    for (size_t p = 0; p < s->c->n_pools; p++) {
+        const Pool *pool = &s->c->pools[p];
+        s->elastic |=
+            pool_autoscaled(pool) || (pool->tier == TIER_SPOT && pool->interruptions_per_hour > 0);
+    }
+    if (s->elastic) {
+        AutoscaleConfig acfg;
+        autoscale_config_default(&acfg);
+        int e = autoscale_init(&s->as, s->c, &acfg);
+        if (e)
+            return e;
+    }
     int err = place_ctx_init(&s->ctx, s->c, s->sp->place, &s->rng, NULL, &prep->expected);
     if (!err)
         err = score_cache_init(&s->cache, s->c->n_nodes, prep->n_shapes);
@@ -723,7 +1040,9 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     ret->mode = SIM_TIME;
     s.ev = (EvLog){.on = in->opt.events, .out = &ret->events, .policy = sp->name, .seed = seed};
     rng_seed(&s.rng, seed);
+    rng_seed(&s.spot_rng, seed ^ UINT64_C(0x53504f54)); /* "SPOT" */
     evq_init(&s.q);
+    evq_init(&s.nq);
     int err = setup(&s);
     if (err)
         goto out;
@@ -769,17 +1088,24 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
         t0 = 0;
     s.t0_ms = s.now_ms = s.last_ms = t0;
     s.sched.ten.last_ms = t0;
+    for (size_t i = 0; s.elastic && i < s.c->n_nodes && !err; i++)
+        if (s.c->nodes[i].state == NODE_UP)
+            err = draw_interruption(&s, (uint32_t)i);
+    if (err)
+        goto out;
 
     /* Handle every event of a time, then schedule once at that time (which may post
-     * events at the same time), sample, and move the clock to the next event. */
+     * events at the same time), sample, and move the clock to the next event. Job
+     * events come before node events of the same time; node events alone do not keep
+     * the run going, unless a node is starting (work may be waiting for it). */
     for (;;) {
-        const Event *next = evq_peek(&s.q);
+        const Event *next = next_event_of(&s);
         if (!next || next->t_ms != s.now_ms) {
             if (s.dirty && (err = schedule(&s)) < 0)
                 goto out;
             if ((err = sample(&s)) < 0)
                 goto out;
-            next = evq_peek(&s.q);
+            next = next_event_of(&s);
             if (!next)
                 break;
             if (next->t_ms != s.now_ms) {
@@ -788,12 +1114,18 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
             }
         }
         Event e;
-        evq_pop(&s.q, &e);
+        bool node_ev = next != evq_peek(&s.q);
+        evq_pop(node_ev ? &s.nq : &s.q, &e);
         uint64_t before = s.changes;
-        if ((err = handle(&s, &e)) < 0)
+        if ((err = node_ev ? handle_node(&s, &e) : handle(&s, &e)) < 0)
             goto out;
-        if (s.changes != before)
+        if (s.changes != before) {
             s.end_ms = s.now_ms;
+            s.end_cap_area = s.cap_area;
+            s.end_interruptions = s.interruptions;
+            s.end_nodes_started = s.nodes_started;
+            memcpy(s.end_node_ms, s.pool_node_ms, s.c->n_pools * sizeof(*s.end_node_ms));
+        }
         if (in->progress && e.kind == EV_ARRIVAL)
             __atomic_fetch_add(in->progress, 1, __ATOMIC_RELAXED);
     }
@@ -812,16 +1144,22 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
         s.end_ms = s.t0_ms;
     double span_ms = (double)(s.end_ms - s.t0_ms);
     double cap = (double)s.c->n_gpus;
-    res->utilization_pct = span_ms > 0 && cap > 0 ? 100.0 * s.busy_area / (cap * span_ms) : 0;
-    res->allocation_pct = span_ms > 0 && cap > 0 ? 100.0 * s.alloc_area / (cap * span_ms) : 0;
+    /* capacity over each stretch: every GPU, or the GPUs present through it */
+    double cap_run = cap * span_ms, cap_win = cap * s.win_ms, cap_sat = cap * s.sat_ms;
+    if (s.elastic) {
+        cap_run = s.end_cap_area;
+        cap_win = s.win_cap_area;
+        cap_sat = s.sat_cap_area;
+    }
+    res->utilization_pct = span_ms > 0 && cap_run > 0 ? 100.0 * s.busy_area / cap_run : 0;
+    res->allocation_pct = span_ms > 0 && cap_run > 0 ? 100.0 * s.alloc_area / cap_run : 0;
     res->makespan_s = span_ms / 1000.0;
     res->saturated_s = s.sat_ms / 1000.0;
-    res->window_utilization_pct = s.win_ms > 0 ? 100.0 * s.win_busy_area / (cap * s.win_ms) : NAN;
-    res->window_allocation_pct = s.win_ms > 0 ? 100.0 * s.win_alloc_area / (cap * s.win_ms) : NAN;
-    res->saturated_utilization_pct =
-        s.sat_ms > 0 ? 100.0 * s.sat_busy_area / (cap * s.sat_ms) : NAN;
-    res->saturated_allocation_pct =
-        s.sat_ms > 0 ? 100.0 * s.sat_alloc_area / (cap * s.sat_ms) : NAN;
+    res->window_utilization_pct = s.win_ms > 0 ? 100.0 * s.win_busy_area / cap_win : NAN;
+    res->window_allocation_pct = s.win_ms > 0 ? 100.0 * s.win_alloc_area / cap_win : NAN;
+    res->saturated_utilization_pct = s.sat_ms > 0 ? 100.0 * s.sat_busy_area / cap_sat : NAN;
+    res->saturated_allocation_pct = s.sat_ms > 0 ? 100.0 * s.sat_alloc_area / cap_sat : NAN;
+    bill(&s, res, cap_run);
     res->preemptions = s.preemptions;
     res->reconfigurations = s.reconfigurations;
     res->oom_failures = s.ooms;
@@ -837,6 +1175,29 @@ out:
 }
 
 /* ---- results ---- */
+
+/* The bill over the run from the node-hours of each pool. */
+static void bill(TimeSim *s, TimeResult *res, double cap_gpu_ms)
+{
+    double cost = 0, od = 0;
+    for (size_t p = 0; p < s->c->n_pools; p++) {
+        const Pool *pool = &s->c->pools[p];
+        double gpu_h = s->end_node_ms[p] * pool->gpus / 3.6e6;
+        double c = gpu_h * (double)pool->price_micro_usd / 1e6;
+        res->cost_by_tier_usd[pool->tier] += c;
+        cost += c;
+        od += gpu_h * (double)pool->on_demand_micro_usd / 1e6;
+    }
+    res->elastic = s->elastic;
+    res->capacity_gpu_hours = cap_gpu_ms / 3.6e6;
+    res->cost_usd = cost;
+    res->on_demand_cost_usd = od;
+    res->savings_pct = od > 0 ? 100.0 * (1.0 - cost / od) : NAN;
+    res->interruptions = s->end_interruptions;
+    res->nodes_started = s->end_nodes_started;
+    res->moved_to_reserved = s->moves;
+    res->production_on_spot = s->production_on_spot;
+}
 
 static int collect(TimeSim *s, GroupResult *g, bool (*member)(TimeSim *, uint32_t, size_t),
                    size_t key)
@@ -924,7 +1285,7 @@ static void finish_groups(TimeSim *s, TimeResult *res, double span_ms)
     size_t k = 0;
     for (size_t b = 0; b < np; b++) {
         double lo = (double)s->t0_ms + width * (double)b, hi = lo + width;
-        double busy = 0, alloc = 0;
+        double busy = 0, alloc = 0, capa = 0;
         uint32_t queued = 0, running = 0;
         while (k + 1 < s->n_samples && (double)s->samples[k + 1].t_ms <= lo)
             k++;
@@ -935,13 +1296,15 @@ static void finish_groups(TimeSim *s, TimeResult *res, double span_ms)
                 continue;
             busy += s->samples[m].busy * (to - from);
             alloc += s->samples[m].alloc * (to - from);
+            capa += s->samples[m].cap * (to - from);
             queued = MAX(queued, s->samples[m].queued);
             running = MAX(running, s->samples[m].running);
         }
+        double over = s->elastic ? capa : width * cap;
         res->timeline[b] = (TimelinePoint){
             .t_s = (hi - (double)s->t0_ms) / 1000.0,
-            .utilization_pct = 100.0 * busy / (width * cap),
-            .allocation_pct = 100.0 * alloc / (width * cap),
+            .utilization_pct = over > 0 ? 100.0 * busy / over : 0,
+            .allocation_pct = over > 0 ? 100.0 * alloc / over : 0,
             .queued = queued,
             .running = running,
         };
