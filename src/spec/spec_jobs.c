@@ -55,6 +55,7 @@ enum {
     J_BUSY,
     J_PEAK_MEMORY,
     J_CLASS,
+    J_MAX_WAIT,
     J_COUNT
 };
 static const char *const job_fields[J_COUNT] = {
@@ -63,7 +64,7 @@ static const char *const job_fields[J_COUNT] = {
     "gpu_fraction", "gpu_models", "topology", "fabric",   "preemptible",
     "checkpoint",   "capacity",   "command",  "env",      "duration_estimate",
     "cpus",         "memory",     "submit",   "duration", "busy",
-    "peak_memory",  "class",
+    "peak_memory",  "class",      "max_wait",
 };
 
 enum { TOPO_SCOPE, TOPO_MODE, TOPO_COUNT };
@@ -99,6 +100,7 @@ enum {
     C_MEMORY_MIB,
     C_DURATION_ESTIMATE_S,
     C_FABRIC,
+    C_MAX_WAIT_S,
     C_COUNT
 };
 static const char *const job_columns[C_COUNT] = {
@@ -129,6 +131,7 @@ static const char *const job_columns[C_COUNT] = {
     "memory_mib",
     "duration_estimate_s",
     "fabric",
+    "max_wait_s",
 };
 
 /* One job being read. */
@@ -649,6 +652,9 @@ static void read_job_yaml(JobReader *jr, struct fy_node *map, size_t line)
         case J_DURATION_ESTIMATE:
             set_time(jr, fv, false, &jr->j.duration_estimate_ms);
             break;
+        case J_MAX_WAIT:
+            set_time(jr, fv, false, &jr->j.max_wait_ms);
+            break;
         case J_CPUS:
             set_milli(jr, fv, MAX_CPU_MILLI, &jr->j.cpu_milli);
             break;
@@ -889,6 +895,9 @@ static void read_job_row(JobReader *jr, const CsvReader *csv, const int *col)
             break;
         case C_FABRIC:
             set_str(jr, v, &jr->j.fabric);
+            break;
+        case C_MAX_WAIT_S:
+            set_time(jr, v, true, &jr->j.max_wait_ms);
             break;
         }
     }

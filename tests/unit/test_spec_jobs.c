@@ -466,6 +466,25 @@ static void test_load_dispatch(void **state)
     buf_free(&err);
 }
 
+/* max_wait (issue 6): how long spot-first work waits for spot; a duration in YAML,
+ * seconds in the CSV; absent: 0 (the autoscaler's default). */
+static void test_max_wait(void **state)
+{
+    (void)state;
+    JobList l = {0};
+    yaml_ok("- {name: a, gpus: 8, preemptible: true, max_wait: 20m}\n- {name: b, gpus: 1}\n", &l);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.jobs[0].max_wait_ms, 20 * 60 * 1000);
+    assert_int_equal(l.jobs[1].max_wait_ms, 0);
+    job_list_free(&l);
+    csv_ok("id,gpus,max_wait_s\na,8,90.5\nb,1,\n", &l);
+    assert_int_equal(l.jobs[0].max_wait_ms, 90500);
+    assert_int_equal(l.jobs[1].max_wait_ms, 0);
+    job_list_free(&l);
+    yaml_bad("- {name: a, gpus: 1, max_wait: later}\n", "j.yaml:1: field 'max_wait'", NULL);
+    csv_bad("id,max_wait_s\na,-5\n", "j.csv:2: column 'max_wait_s'", NULL);
+}
+
 static void test_job_list(void **state)
 {
     JobList l = {0};
@@ -496,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_csv_errors),
         cmocka_unit_test(test_load_dispatch),
         cmocka_unit_test(test_job_list),
+        cmocka_unit_test(test_max_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
