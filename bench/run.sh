@@ -7,6 +7,8 @@
 #   4. the mixed inference + training cluster (bench/mixed.sh, charts in bench/charts/);
 #   5. the running system through its HTTP API (bench/api.sh): durable submissions per
 #      second and submit-to-start latency;
+#   6. procurement tiers (bench/tiers.sh): a simulated week on reserved, spot and
+#      on-demand pools against the same capacity all on demand;
 #   and how long the simulations take.
 # Parts that need ../shared/traces say so in the results and are skipped when absent.
 set -eu
@@ -192,4 +194,6 @@ echo "bench: the mixed inference + training cluster" >&2
 sh bench/mixed.sh "$BIN" "$OUT" "$PHILLY"
 echo "bench: the running system through its API" >&2
 sh bench/api.sh "$BUILD" "$OUT"
+echo "bench: procurement tiers" >&2
+sh bench/tiers.sh "$BIN" "$OUT" "$PHILLY"
 echo "bench: wrote $OUT" >&2
