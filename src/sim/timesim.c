@@ -603,6 +603,25 @@ static int stop_for_node(TimeSim *s, uint32_t j, int64_t max_grace)
     return err;
 }
 
+/* Waiting jobs that hold part of a gang on the node (no-gang policies) let it go. */
+static void drop_partial(TimeSim *s, uint32_t node)
+{
+    for (size_t j = 0; j < s->n_jobs; j++) {
+        SimJob *sj = &s->jobs[j];
+        const Placement *pl = &sj->sj.pl;
+        if (sj->phase != PH_WAITING || !pl->n_workers)
+            continue;
+        bool on = false;
+        for (size_t w = 0; w < pl->n_workers && !on; w++)
+            on = pl->workers[w].node == node;
+        if (!on)
+            continue;
+        account(s, (uint32_t)j, -1, false);
+        sj->alloc_eq = 0;
+        sched_release(&s->sched, &sj->sj, s->now_ms);
+    }
+}
+
 /* A spot notice: the node takes nothing new, its jobs checkpoint within the notice, and
  * it is gone when the notice is over. */
 static int on_notice(TimeSim *s, uint32_t node)
@@ -612,6 +631,7 @@ static int on_notice(TimeSim *s, uint32_t node)
     s->interruptions++;
     evlog_node(&s->ev, s->c, s->now_ms, "spot-notice", node);
     set_presence(s, node, NODE_LEAVING);
+    drop_partial(s, node);
     int err = evq_push(&s->nq, s->now_ms + notice, EV_NODE_GONE, node, s->node_epoch[node]);
     int k = err ? err : jobs_on(s, node);
     for (int i = 0; i < k && !err; i++) {
@@ -923,7 +943,7 @@ static int handle(TimeSim *s, const Event *e)
 /* ---- the run ---- */
 
 /* The next event: the job queue's, or the node queue's when it comes first (and the
- * run goes on: job events are left, or a node is starting). */
+ * run goes on: job events are left, or a node is starting or leaving). */
 static const Event *next_event_of(TimeSim *s)
 {
     const Event *j = evq_peek(&s->q), *n = evq_peek(&s->nq);
@@ -933,8 +953,9 @@ static const Event *next_event_of(TimeSim *s)
         return j;
     if (j)
         return n;
+    /* a starting node may be what a waiting job needs; a leaving one frees room */
     for (size_t i = 0; i < s->c->n_nodes; i++)
-        if (s->c->nodes[i].state == NODE_STARTING)
+        if (s->c->nodes[i].state == NODE_STARTING || s->c->nodes[i].state == NODE_LEAVING)
             return n;
     return NULL;
 }
@@ -1097,7 +1118,7 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     /* Handle every event of a time, then schedule once at that time (which may post
      * events at the same time), sample, and move the clock to the next event. Job
      * events come before node events of the same time; node events alone do not keep
-     * the run going, unless a node is starting (work may be waiting for it). */
+     * the run going, unless a node is starting or leaving (work may wait for it). */
     for (;;) {
         const Event *next = next_event_of(&s);
         if (!next || next->t_ms != s.now_ms) {
