@@ -13,6 +13,12 @@
  *    which sizes this job and every later job of its class from it.
  * The scheduler is never told a job's true duration unless --oracle-estimates.
  *
+ * Nodes come and go when a pool autoscales or spot is interrupted: the autoscaler
+ * (core/autoscale.h) runs after each cycle and its starts come up after the pool's
+ * start-up; up spot nodes draw notices from a stream of their own, and a notice stops
+ * the node's jobs within it. Node events have a queue of their own, so they never keep
+ * a finished run going; the bill and the capacity figures count present nodes only.
+ *
  * Measured use of a running job is min(busy x GPUs asked, GPU-equivalents given), and
  * nothing while it checkpoints or stops; utilisation is its integral over capacity x
  * makespan, allocation the same for what is held; the saturated figures integrate only
