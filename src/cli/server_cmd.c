@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "server/auth.h"
 #include "server/http.h"
+#include "server/provider.h"
 #include "server/state.h"
 #include "util/macro.h"
 #include "util/units.h"
@@ -27,7 +28,7 @@ static void usage(FILE *f)
             "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
             "                      [--listen HOST:PORT] [--data-dir DIR]\n"
             "                      [--heartbeat-ms N] [--lost-after-ms N] [--min-runtime-s N]\n"
-            "                      [--web DIR]\n\n"
+            "                      [--web DIR] [--provider none|sim|exec:SCRIPT]\n\n"
             "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
             "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
             "  --db URL            the store (default " DEFAULT_DB ")\n"
@@ -39,6 +40,9 @@ static void usage(FILE *f)
             "  --min-runtime-s N   how long a job runs before it may be preempted (default 300)\n"
             "  --web DIR           the portal's files, served at / (default: $GPUORCH_WEB, else\n"
             "                      ./web, else the installed copy)\n"
+            "  --provider P        who starts and stops the nodes of autoscaled pools: none\n"
+            "                      (default), sim (local agents with simulated GPUs) or\n"
+            "                      exec:SCRIPT (SCRIPT create|delete POOL NODE)\n"
             "On the first start an admin token is written to DIR/admin.token (mode 0600).\n");
 }
 
@@ -109,14 +113,16 @@ int cmd_server(int argc, char **argv)
         {"lost-after-ms", required_argument, NULL, 'L'},
         {"min-runtime-s", required_argument, NULL, 'm'},
         {"web", required_argument, NULL, 'w'},
+        {"provider", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     ServerOptions o = {.db_url = DEFAULT_DB, .min_runtime_ms = -1};
     const char *listen = DEFAULT_LISTEN, *data_dir = NULL, *web = NULL;
+    _cleanup_free_ char *script = NULL;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:m:w:h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:m:w:P:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             o.config_path = optarg;
@@ -133,6 +139,18 @@ int cmd_server(int argc, char **argv)
         case 'w':
             web = optarg;
             break;
+        case 'P': {
+            Buf perr = {0};
+            free(script);
+            script = NULL;
+            if (provider_parse(optarg, &o.provider, &script, &perr) < 0) {
+                fprintf(stderr, "gpuorch server: %s\n", buf_str(&perr));
+                buf_free(&perr);
+                return 2;
+            }
+            o.provider_script = script;
+            break;
+        }
         case 'H':
             if (parse_ms_flag("--heartbeat-ms", optarg, &o.heartbeat_ms) < 0)
                 return 2;
@@ -226,6 +244,22 @@ int cmd_server(int argc, char **argv)
     }
     printf("gpuorch server listening on http://%s%s%s:%d\n", strchr(host, ':') ? "[" : "",
            *host ? host : "0.0.0.0", strchr(host, ':') ? "]" : "", http_server_port(h));
+    if (o.provider != PROVIDER_NONE) {
+        /* the provider's local agents reach the server on loopback */
+        char url[128];
+        bool any = !*host || !strcmp(host, "0.0.0.0") || !strcmp(host, "::");
+        snprintf(url, sizeof(url), "http://%s%s%s:%d", strchr(host, ':') && !any ? "[" : "",
+                 any ? "127.0.0.1" : host, strchr(host, ':') && !any ? "]" : "",
+                 http_server_port(h));
+        if ((r = provider_start(s, url, &err)) < 0) {
+            fprintf(stderr, "gpuorch server: the provider: %s\n",
+                    err.len ? buf_str(&err) : strerror(-r));
+            buf_free(&err);
+            http_server_stop(h);
+            server_close(s);
+            return 1;
+        }
+    }
     if (web)
         printf("portal served from %s\n", web);
     if (token_path)

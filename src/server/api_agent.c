@@ -9,6 +9,7 @@
  * copy when they continue it exactly. */
 #include "server/api.h"
 #include "server/placement_json.h"
+#include "server/provider.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -339,11 +340,21 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
     }
     int64_t now = server_now_ms();
     NodeState *ns = &s->nodes[idx];
-    if (ns->liveness != NODE_READY) {
+    uint8_t presence = s->c->nodes[idx].state;
+    bool arriving = presence == NODE_ABSENT || presence == NODE_STARTING;
+    if (ns->liveness != NODE_READY || arriving) {
         log_info("event=node_ready node=%s was=%s", name,
-                 ns->liveness == NODE_LOST ? "lost" : "unknown");
+                 arriving                    ? "starting"
+                 : ns->liveness == NODE_LOST ? "lost"
+                                             : "unknown");
         ns->liveness = NODE_READY;
-        cluster_set_schedulable(s->c, (uint32_t)idx, true);
+        if (arriving) {
+            /* an autoscaled pool's node came up (or an agent was started by hand) */
+            cluster_set_node_state(s->c, (uint32_t)idx, NODE_UP);
+            provider_node_up(s, (uint32_t)idx);
+        } else if (presence == NODE_UP) {
+            cluster_set_schedulable(s->c, (uint32_t)idx, true);
+        }
         server_kick(s);
     }
     ns->last_seen_ms = now;

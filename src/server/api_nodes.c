@@ -156,6 +156,10 @@ static json_t *node_json(Server *s, uint32_t i, const Holder *h, size_t nh)
     json_object_set_new(o, "tier", json_string(tier_name(p->tier)));
     json_object_set_new(o, "model", json_string(node_model(c, n)->name));
     json_object_set_new(o, "state", json_string(liveness_name(ns->liveness)));
+    /* autoscaled pools: whether the node is there at all (absent, starting, up, leaving) */
+    static const char *const presence[] = {"up", "starting", "leaving", "absent"};
+    json_object_set_new(o, "presence",
+                        json_string(n->state < ARRAY_SIZE(presence) ? presence[n->state] : "?"));
     json_object_set_new(o, "last_seen_ms",
                         ns->liveness != NODE_UNKNOWN ? json_integer(ns->last_seen_ms)
                                                      : json_null());

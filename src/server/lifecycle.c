@@ -9,6 +9,7 @@
  * the job is requeued to resume from its latest checkpoint. */
 #include "server/metering.h"
 #include "server/placement_json.h"
+#include "server/provider.h"
 #include "server/state.h"
 #include "spec/render.h"
 #include "util/log.h"
@@ -286,6 +287,7 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
     NodeState *ns = &s->nodes[node];
     ns->liveness = NODE_LOST;
     cluster_set_schedulable(s->c, node, false);
+    provider_node_lost(s, node);
     log_error("event=node_lost node=%s silent_ms=%lld", s->c->nodes[node].name,
               (long long)(now_ms - ns->last_seen_ms));
     /* walk a copy: finishing a run takes the job off the holding list */

@@ -12,6 +12,7 @@
 #include "core/mix.h"
 #include "server/metering.h"
 #include "server/placement_json.h"
+#include "server/provider.h"
 #include "server/utilization.h"
 #include "spec/job_json.h"
 #include "spec/spec.h"
@@ -450,6 +451,7 @@ void server_close(Server *s)
         pthread_mutex_unlock(&s->lock);
         pthread_join(s->thread, NULL);
     }
+    provider_stop(s);
     for (size_t i = 0; i < s->jobs_cap; i++)
         server_job_free(s->jobs[i]);
     free(s->jobs);
@@ -961,6 +963,7 @@ static void run_cycle(Server *s, int64_t now)
     if (r < 0)
         log_error("event=cycle_failed error=%d", r);
     note_positions(s);
+    provider_cycle(s, now, &ch);
     server_commit(s, &ch);
     changes_free(&ch);
     sched_decisions_free(&dec);

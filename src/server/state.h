@@ -11,6 +11,7 @@
  * are torn down whole and requeued. */
 #pragma once
 
+#include "core/autoscale.h"
 #include "core/cluster.h"
 #include "core/job.h"
 #include "core/place.h"
@@ -103,14 +104,25 @@ typedef struct NodeState {
     int64_t interruption_deadline_ms; /* its cloud takes it back then (wall ms); 0: no notice */
 } NodeState;
 
+typedef enum ProviderKind { PROVIDER_NONE, PROVIDER_SIM, PROVIDER_EXEC } ProviderKind;
+
+/* What the provider (provider.c) keeps per node. */
+typedef struct ProviderNode {
+    int agent_pid;        /* sim: the local agent it started, 0: none */
+    int64_t launch_at_ms; /* sim: when to start the agent (the pool's start-up), 0: none */
+    int64_t asked_ms;     /* when the node was asked for, 0: not starting */
+} ProviderNode;
+
 typedef struct ServerOptions {
-    const char *config_path; /* cluster spec */
-    const char *db_url;      /* "sqlite:PATH" or "postgres://..." */
-    const char *data_dir;    /* admin.token and logs/ go here (the database's directory) */
-    int64_t heartbeat_ms;    /* what agents are told (default 500) */
-    int64_t lost_after_ms;   /* silence that makes a node lost (default 15000) */
-    int64_t cycle_ms;        /* scheduling cycle at the latest every (default 1000) */
-    int64_t min_runtime_ms;  /* a job runs this long before it may be preempted (-1: 5 min) */
+    const char *config_path;     /* cluster spec */
+    const char *db_url;          /* "sqlite:PATH" or "postgres://..." */
+    const char *data_dir;        /* admin.token and logs/ go here (the database's directory) */
+    int64_t heartbeat_ms;        /* what agents are told (default 500) */
+    int64_t lost_after_ms;       /* silence that makes a node lost (default 15000) */
+    int64_t cycle_ms;            /* scheduling cycle at the latest every (default 1000) */
+    int64_t min_runtime_ms;      /* a job runs this long before it may be preempted (-1: 5 min) */
+    ProviderKind provider;       /* who starts and stops the nodes of autoscaled pools */
+    const char *provider_script; /* PROVIDER_EXEC: the script */
 } ServerOptions;
 
 /* Counters for /metrics. */
@@ -153,6 +165,12 @@ typedef struct Server {
     bool order_stale; /* the queue changed since positions were computed */
     uint16_t next_port;
     ServerCounters counters;
+    /* autoscaling (provider.c): only with a provider and an autoscaled pool */
+    bool autoscaling;
+    Autoscaler as;
+    ProviderNode *pnodes;     /* per cluster node */
+    char *agent_token;        /* sim: the token its agents use */
+    char *url;                /* sim: where its agents reach the server */
     struct Utilization *util; /* the last hour's samples (utilization.h), NULL until the first */
 } Server;
 

@@ -1,0 +1,55 @@
+#!/bin/sh
+# test_sys_autoscale.sh: an autoscaled pool in the running system with the sim provider.
+# The reserved node is busy; a second job makes the server start an on-demand node (a
+# local agent with simulated GPUs, after the pool's start-up time); the job runs there;
+# once it ended and the node sat idle for the pool's idle time, the node is given back
+# and its agent stops. A bad --provider is refused.
+# Usage: test_sys_autoscale.sh PATH/TO/gpuorch (run from the repository root).
+set -eu
+
+GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sys.sh"
+
+run 2 "$GPUORCH" server --config tests/cli/data/cluster-elastic.yaml --provider cloud
+err_has "expected none, sim or exec:PATH"
+run 2 "$GPUORCH" server --config tests/cli/data/cluster-elastic.yaml --provider exec:/nonexistent
+err_has "not an executable file"
+
+CLUSTER=tests/cli/data/cluster-elastic.yaml
+start_server --provider sim
+start_agent reserved-0 sim:H100-80GB-SXM5:8
+wait_nodes 1
+
+node_state() {
+    api GET /api/v1/nodes
+    python3 -c 'import json,sys; print([n["state"] for n in json.load(open(sys.argv[1]))["nodes"] if n["name"] == sys.argv[2]][0])' "$T/out" "$1"
+}
+[ "$(node_state burst-0)" != ready ] || fail "the on-demand node is there before anyone asked"
+
+cat >"$T/hold.sh" <<'SH'
+#!/bin/sh
+sleep "$1"
+SH
+chmod +x "$T/hold.sh"
+submit "{\"name\": \"first\", \"team\": \"research\", \"gpus\": 8, \"command\": [\"$T/hold.sh\", \"30\"]}"
+FIRST=$ID
+wait_for "$FIRST" 'd["state"] == "running" and d["placement"][0]["node"] == "reserved-0"'
+submit "{\"name\": \"second\", \"team\": \"research\", \"gpus\": 8, \"command\": [\"$T/hold.sh\", \"2\"]}"
+SECOND=$ID
+wait_for "$SECOND" 'd["state"] == "running" and d["placement"][0]["node"].startswith("burst-")' 30
+NODE=$(field "$SECOND" 'd["placement"][0]["node"]')
+grep -q "event=autoscale_start node=$NODE" "$T/server.log" || fail "no autoscale_start for $NODE"
+wait_for "$SECOND" 'd["state"] == "succeeded"' 30
+# idle for idle_s (3 s): released, its agent stopped
+i=0
+until grep -q "event=provider_released node=$NODE" "$T/server.log"; do
+    i=$((i + 1)); [ $i -lt 150 ] || fail "$NODE was not released when idle"; sleep 0.1
+done
+i=0
+while pgrep -f "agent.*--node $NODE" >/dev/null; do
+    i=$((i + 1)); [ $i -lt 100 ] || fail "the agent of $NODE still runs after the release"; sleep 0.1
+done
+[ "$(node_state "$NODE")" != ready ] || fail "$NODE still shows ready after its release"
+run 0 "$GPUORCH" cancel "$FIRST"
+echo ok
