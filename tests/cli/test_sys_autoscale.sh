@@ -3,7 +3,9 @@
 # The reserved node is busy; a second job makes the server start an on-demand node (a
 # local agent with simulated GPUs, after the pool's start-up time); the job runs there;
 # once it ended and the node sat idle for the pool's idle time, the node is given back
-# and its agent stops. A bad --provider is refused.
+# and its agent stops. Then the same with the exec provider: the server runs a script
+# with create/delete, POOL and NODE, and the script starts and stops the agent. A bad
+# --provider is refused.
 # Usage: test_sys_autoscale.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
@@ -52,4 +54,31 @@ while pgrep -f "agent.*--node $NODE" >/dev/null; do
 done
 [ "$(node_state "$NODE")" != ready ] || fail "$NODE still shows ready after its release"
 run 0 "$GPUORCH" cancel "$FIRST"
+wait_for "$FIRST" 'd["state"] == "cancelled"'
+
+# The exec provider: the script is the cloud.
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" || true
+cat >"$T/provider.sh" <<SH
+#!/bin/sh
+echo "\$1 \$2 \$3" >>"$T/provider.calls"
+case \$1 in
+create)
+    GPUORCH_SIM_MIG_DELAY_MS=0 "$GPUORCH" agent --server "$URL" --token "$AGENT_TOKEN" --node "\$3" \\
+        --gpus sim:H100-80GB-SXM5:8 --state-dir "$T/exec-\$3" 2>>"$T/exec-\$3.log" &
+    echo \$! >"$T/exec-\$3.pid" ;;
+delete) kill "\$(cat "$T/exec-\$3.pid")" ;;
+esac
+SH
+chmod +x "$T/provider.sh"
+start_server --provider "exec:$T/provider.sh"
+submit "{\"name\": \"third\", \"team\": \"research\", \"gpus\": 8, \"command\": [\"$T/hold.sh\", \"30\"]}"
+wait_for "$ID" 'd["state"] == "running"' 30
+submit "{\"name\": \"fourth\", \"team\": \"research\", \"gpus\": 8, \"command\": [\"$T/hold.sh\", \"1\"]}"
+wait_for "$ID" 'd["state"] == "succeeded" and any(e["type"] == "start" and "burst-" in e["detail"] for e in d["events"])' 30
+i=0
+until grep -q "^delete burst burst-" "$T/provider.calls" 2>/dev/null; do
+    i=$((i + 1)); [ $i -lt 150 ] || fail "the exec provider was never told to delete: $(cat "$T/provider.calls")"; sleep 0.1
+done
+grep -q "^create burst burst-" "$T/provider.calls" || fail "no create call: $(cat "$T/provider.calls")"
 echo ok
