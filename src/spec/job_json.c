@@ -279,6 +279,8 @@ static int write_job(Buf *b, const JobSpec *j)
     if (j->duration_estimate_ms != NO_DURATION &&
         (r = put_time(b, "duration_estimate", j->duration_estimate_ms)) < 0)
         return r;
+    if (j->max_wait_ms > 0 && (r = put_time(b, "max_wait", j->max_wait_ms)) < 0)
+        return r;
     if (j->cpu_milli > MAX_CPU_MILLI)
         return -EINVAL;
     if (j->cpu_milli)

@@ -59,6 +59,7 @@ static void assert_job_equal(const JobSpec *a, const JobSpec *b)
     assert_strv_same(a->command, a->n_command, b->command, b->n_command);
     assert_strv_same(a->env, a->n_env, b->env, b->n_env);
     assert_int_equal(a->duration_estimate_ms, b->duration_estimate_ms);
+    assert_int_equal(a->max_wait_ms, b->max_wait_ms);
     assert_int_equal(a->cpu_milli, b->cpu_milli);
     assert_int_equal(a->memory_mib, b->memory_mib);
     assert_int_equal(a->submit_ms, b->submit_ms);
@@ -156,6 +157,7 @@ static void full_job(JobSpec *j, const char *name)
     j->env = strv(2, "MODEL=llama-3-8b", "MAX_BATCH=32");
     j->n_env = 2;
     j->duration_estimate_ms = 2 * 3600000 + 1;
+    j->max_wait_ms = 15 * 60000;
     j->cpu_milli = 8500;
     j->memory_mib = 65536;
     j->submit_ms = 86400000;
