@@ -170,6 +170,20 @@ static int64_t stop_grace_ms(const Server *s, const ServerJob *j, int64_t now)
     return grace;
 }
 
+/* The job's checkpoint interval; a job that gives none but says what a checkpoint costs
+ * gets Young/Daly's on interruptible capacity (its most interruptible pool). */
+static int64_t checkpoint_interval_ms(const Server *s, const ServerJob *j)
+{
+    if (j->spec.checkpoint_interval_ms > 0 || j->spec.checkpoint_cost_ms <= 0)
+        return j->spec.checkpoint_interval_ms;
+    double rate = 0;
+    for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
+        const Pool *p = &s->c->pools[s->c->nodes[j->sj.pl.workers[w].node].pool];
+        rate = MAX(rate, p->interruptions_per_hour);
+    }
+    return autoscale_checkpoint_interval_ms(j->spec.checkpoint_cost_ms, rate);
+}
+
 static json_t *worker_json(Server *s, ServerJob *j, size_t rank, int64_t now)
 {
     const WorkerAlloc *wa = &j->sj.pl.workers[rank];
@@ -189,7 +203,7 @@ static json_t *worker_json(Server *s, ServerJob *j, size_t rank, int64_t now)
         "master_port", (int)j->master_port, "gpus", placement_grants_json(s->c, wa), "command", cmd,
         "env", env_json(&j->spec), "resume_from",
         j->st.checkpoint ? json_string(j->st.checkpoint) : json_null(), "checkpoint_interval_ms",
-        (json_int_t)j->spec.checkpoint_interval_ms, "checkpoint_signal", "USR1", "grace_ms",
+        (json_int_t)checkpoint_interval_ms(s, j), "checkpoint_signal", "USR1", "grace_ms",
         (json_int_t)stop_grace_ms(s, j, now), "stop", stop ? json_string(stop) : json_null());
 }
 
