@@ -88,7 +88,9 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
         changes_job(ch, j);
     }
     server_job_progress(s, j, now, ch);
-    return ended;
+    /* an ended worker is forgotten once its whole run has closed (and been written):
+     * until then a restarted server still learns from its agent that it ended */
+    return ended && !j->workers;
 }
 
 static void mark_unreported(Server *s, uint32_t node)
@@ -275,7 +277,7 @@ static void fold_interruption(Server *s, uint32_t node, const Interruption *in, 
         if (ns->interruption_deadline_ms) {
             log_info("event=node_interruption_cleared node=%s", name);
             ns->interruption_deadline_ms = 0;
-            cluster_set_schedulable(s->c, node, true);
+            cluster_set_schedulable(s->c, node, s->c->nodes[node].state == NODE_UP);
             server_kick(s);
         }
         return;
@@ -331,7 +333,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     const char *name = json_string_value(json_object_get(body, "node"));
     json_t *workers = json_object_get(body, "workers");
-    if (!name || (workers && !json_is_array(workers))) {
+    if (!name || !json_is_array(workers)) {
         http_reply_error(rp, 400, "a heartbeat needs 'node' (a string) and 'workers' (a list)");
         json_decref(body);
         return;
@@ -355,6 +357,13 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
     int64_t now = server_now_ms();
     NodeState *ns = &s->nodes[idx];
     uint8_t presence = s->c->nodes[idx].state;
+    if (presence == NODE_ABSENT && s->autoscaling) {
+        /* given back (or never asked for): its agent is on its way out */
+        pthread_mutex_unlock(&s->lock);
+        http_reply_error(rp, 409, "node '%s' is not in service: the autoscaler gave it back", name);
+        json_decref(body);
+        return;
+    }
     bool arriving = presence == NODE_ABSENT || presence == NODE_STARTING;
     if (ns->liveness != NODE_READY || arriving) {
         log_info("event=node_ready node=%s was=%s", name,
@@ -372,6 +381,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         server_kick(s);
     }
     ns->last_seen_ms = now;
+    ns->seen_mono_ms = server_mono_ms();
     set_str(&ns->boot_id, json_string_value(json_object_get(body, "boot_id")));
     set_str(&ns->address, json_string_value(json_object_get(body, "address")));
     json_t *gpus = json_object_get(body, "gpus");

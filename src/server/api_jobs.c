@@ -416,6 +416,9 @@ void api_job_patch(Server *s, const HttpRequest *rq, HttpResponse *rp)
         bad = "give 'priority', or 'before' or 'after' with another job's id";
     else if (bv && av)
         bad = "give 'before' or 'after', not both";
+    else if (pv && (bv || av))
+        bad = "change the priority and the place in two requests (the place is among the "
+              "jobs of the new class)";
     else if ((bv && (!json_is_integer(bv) || json_integer_value(bv) < 1)) ||
              (av && (!json_is_integer(av) || json_integer_value(av) < 1)))
         bad = bv ? "field 'before': expected a job id" : "field 'after': expected a job id";

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void changes_job(Changes *ch, ServerJob *j)
 {
@@ -83,8 +84,14 @@ int server_commit(Server *s, Changes *ch)
                     .n_usage = ch->n_usage};
     Buf err = {0};
     int r = store_write(s->store, &w, &err);
-    if (r < 0)
-        log_error("event=store_write_failed jobs=%zu error=\"%s\"", ch->n_jobs, buf_str(&err));
+    if (r < 0) {
+        /* memory is already ahead of the store and agents or users may hear of it:
+         * stop, so that a restart reloads the durable state and reconciles with the
+         * agents, rather than go on contradicting it */
+        log_error("event=store_write_failed jobs=%zu error=\"%s\" action=exit", ch->n_jobs,
+                  buf_str(&err));
+        _exit(1);
+    }
     buf_free(&err);
     free(up);
     changes_clear(ch);
@@ -135,6 +142,7 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     j->st.placement_json = buf_steal(&pj);
     j->st.state = JOB_STARTING;
     j->st.run++;
+    j->st.start_ms = -1; /* this run's, once its workers run */
     j->stop_mode = STOP_NONE;
     j->requeue = false;
     j->master_port = (uint16_t)(20000 + j->st.id % 30000);
@@ -269,6 +277,7 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         } else if (bad) {
             /* one worker of the gang failed: the rest cannot go on without it */
             j->st.exit_code = first_bad;
+            changes_event(ch, j, now_ms, "fail", "a worker failed: the others are stopped");
             server_job_stop(s, j, STOP_TEARDOWN, false, now_ms, ch);
         }
         return;
@@ -289,7 +298,7 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
     cluster_set_schedulable(s->c, node, false);
     provider_node_lost(s, node);
     log_error("event=node_lost node=%s silent_ms=%lld", s->c->nodes[node].name,
-              (long long)(now_ms - ns->last_seen_ms));
+              (long long)(server_mono_ms() - ns->seen_mono_ms));
     /* walk a copy: finishing a run takes the job off the holding list */
     size_t n = s->n_holding;
     ServerJob **jobs = n ? malloc(n * sizeof(*jobs)) : NULL;
@@ -322,16 +331,18 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
 void server_check_nodes(Server *s, int64_t now_ms)
 {
     Changes ch = {0};
+    int64_t mono = server_mono_ms();
     for (size_t i = 0; i < s->c->n_nodes; i++) {
         NodeState *ns = &s->nodes[i];
-        if (ns->liveness == NODE_LOST || now_ms - ns->last_seen_ms <= s->opt.lost_after_ms)
+        if (ns->liveness == NODE_LOST || mono - ns->seen_mono_ms <= s->opt.lost_after_ms)
             continue;
         if (ns->liveness == NODE_UNKNOWN) {
             /* never reported since the server started: lost only if work sits there */
             bool busy = false;
             for (size_t k = 0; k < s->n_holding && !busy; k++)
                 for (size_t w = 0; w < s->holding[k]->n_workers; w++)
-                    busy |= s->holding[k]->workers[w].node == i;
+                    busy |= s->holding[k]->workers[w].node == i &&
+                            !worker_ended(&s->holding[k]->workers[w]);
             if (!busy)
                 continue;
         }

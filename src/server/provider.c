@@ -168,6 +168,7 @@ static void give_back(Server *s, uint32_t node)
     pn->asked_ms = 0;
     cluster_set_node_state(s->c, node, NODE_ABSENT);
     s->nodes[node].liveness = NODE_UNKNOWN;
+    s->nodes[node].seen_mono_ms = server_mono_ms();
     log_info("event=provider_released node=%s", s->c->nodes[node].name);
 }
 
@@ -178,25 +179,22 @@ int provider_start(Server *s, const char *url, Buf *err)
         elastic |= pool_autoscaled(&s->c->pools[p]);
     if (s->opt.provider == PROVIDER_NONE || !elastic)
         return 0;
-    s->pnodes = calloc(s->c->n_nodes ? s->c->n_nodes : 1, sizeof(*s->pnodes));
-    s->url = strdup(url);
-    if (!s->pnodes || !s->url)
-        return -ENOMEM;
+    char token[AUTH_TOKEN_SIZE] = "";
     if (s->opt.provider == PROVIDER_SIM) {
-        char token[AUTH_TOKEN_SIZE];
         int64_t id;
         int r = auth_token_create(s->store, ROLE_AGENT, NULL, "sim provider", server_now_ms(),
                                   token, &id, err);
         if (r < 0)
             return r;
-        s->agent_token = strdup(token);
-        if (!s->agent_token)
-            return -ENOMEM;
     }
+    /* heartbeats and the scheduler thread read these: set them under the lock */
+    pthread_mutex_lock(&s->lock);
+    s->pnodes = calloc(s->c->n_nodes ? s->c->n_nodes : 1, sizeof(*s->pnodes));
+    s->url = strdup(url);
+    s->agent_token = strdup(token);
     AutoscaleConfig cfg;
     autoscale_config_default(&cfg);
-    pthread_mutex_lock(&s->lock);
-    int r = autoscale_init(&s->as, s->c, &cfg);
+    int r = !s->pnodes || !s->url || !s->agent_token ? -ENOMEM : autoscale_init(&s->as, s->c, &cfg);
     if (r == 0) {
         s->autoscaling = true;
         server_kick(s);

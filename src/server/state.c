@@ -64,6 +64,11 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t server_mono_ms(void)
+{
+    return mono_ns() / 1000000;
+}
+
 ServerJob *server_job(Server *s, int64_t id)
 {
     return id > 0 && (size_t)id < s->jobs_cap ? s->jobs[id] : NULL;
@@ -216,14 +221,14 @@ static int restore_allocation(Server *s, ServerJob *j, Buf *why)
     return server_hold(s, j);
 }
 
+/* Why a job was stopping, from its events: a cancel wins over a failure, which wins
+ * over a preemption, a lost node or a spot notice (all three requeue it). */
 static int last_event(void *arg, int64_t t_ms, const char *type, const char *detail)
 {
     uint8_t *mode = arg;
-    if (!strcmp(type, "preempt") || !strcmp(type, "lost"))
-        *mode = STOP_PREEMPT;
-    else if (!strcmp(type, "cancel"))
+    if (!strcmp(type, "cancel"))
         *mode = STOP_CANCEL;
-    else if (!strcmp(type, "fail"))
+    else if (!strcmp(type, "fail") && *mode != STOP_CANCEL)
         *mode = STOP_TEARDOWN;
     return 0;
 }
@@ -394,6 +399,7 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     for (size_t i = 0; i < s->c->n_nodes; i++) {
         cluster_set_schedulable(s->c, (uint32_t)i, false);
         s->nodes[i].last_seen_ms = now;
+        s->nodes[i].seen_mono_ms = server_mono_ms();
     }
     rng_seed(&s->rng, 42);
     SchedConfig cfg;

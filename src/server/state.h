@@ -96,8 +96,9 @@ typedef struct ServerJob {
 typedef enum NodeLiveness { NODE_UNKNOWN, NODE_READY, NODE_LOST } NodeLiveness;
 
 typedef struct NodeState {
-    uint8_t liveness; /* NodeLiveness */
-    int64_t last_seen_ms;
+    uint8_t liveness;     /* NodeLiveness */
+    int64_t last_seen_ms; /* wall clock, for people */
+    int64_t seen_mono_ms; /* monotonic, for the silence check (clock steps do not count) */
     char *boot_id;
     char *address;   /* where its workers' peers reach it (MASTER_ADDR), or NULL: the name */
     char *gpus_json; /* the GPUs as its agent last reported them ("[...]"), or NULL */
@@ -179,8 +180,10 @@ typedef struct Server {
 int server_open(const ServerOptions *o, Server **ret, Buf *err);
 void server_close(Server *s);
 
-/* Wall clock in ms since the epoch (the one place the server reads it). */
+/* Wall clock in ms since the epoch (the one place the server reads it), and a
+ * monotonic clock in ms for intervals. */
 int64_t server_now_ms(void);
+int64_t server_mono_ms(void);
 
 /* The calls below take the lock themselves and return an HTTP status (2xx on success,
  * 4xx with err set to a sentence for the caller, 500 when the store failed). */

@@ -72,6 +72,7 @@ esac
 SH
 chmod +x "$T/provider.sh"
 start_server --provider "exec:$T/provider.sh"
+wait_nodes 1 # the reserved node's agent is back before any job comes
 submit "{\"name\": \"third\", \"team\": \"research\", \"gpus\": 8, \"command\": [\"$T/hold.sh\", \"30\"]}"
 wait_for "$ID" 'd["state"] == "running"' 30
 submit "{\"name\": \"fourth\", \"team\": \"research\", \"gpus\": 8, \"command\": [\"$T/hold.sh\", \"1\"]}"
