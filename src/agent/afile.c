@@ -16,7 +16,7 @@ int afile_write_atomic(const char *path, const char *data, size_t len)
     if (!tmp)
         return -ENOMEM;
     snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         int r = -errno;
         free(tmp);

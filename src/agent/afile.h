@@ -5,7 +5,8 @@
 
 #include <stddef.h>
 
-/* 0 or a negative errno. */
+/* Created 0600: the worker table holds each job's env, which may carry secrets.
+ * 0 or a negative errno. */
 int afile_write_atomic(const char *path, const char *data, size_t len);
 /* mkdir -p with mode 0755. 0 or a negative errno. */
 int afile_mkdir_p(const char *path);

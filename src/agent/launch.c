@@ -234,7 +234,7 @@ static _Noreturn void child(char *const *argv, char *const *env, int logfd, int 
 int launch_spawn(char *const *argv, char *const *env, const char *log_path, pid_t *ret_pid,
                  Buf *err)
 {
-    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0) {
         int e = errno;
         buf_printf(err, "cannot open the log %s: %s", log_path, strerror(e));

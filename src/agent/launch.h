@@ -29,7 +29,9 @@ int launch_env(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, const c
 void launch_env_free(char **env);
 
 /* Fork and exec argv (searched in env's PATH) with env, in a new process group, stdin
- * from /dev/null, stdout and stderr appended to log_path. 0 with *ret_pid once the
+ * from /dev/null, stdout and stderr appended to log_path (created 0600: a job's output
+ * is its own). The caller keeps fds 0-2 open, so the log and /dev/null never land on
+ * them. 0 with *ret_pid once the
  * exec succeeded; a negative errno when the log cannot be opened, the fork fails or
  * the exec fails (then err says "cannot run 'CMD': REASON", the line is also appended
  * to the log, and the child is already reaped). */

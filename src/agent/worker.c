@@ -167,6 +167,16 @@ static void ended_unknown(Worker *w, const char *why)
     w->end_ms = agent_wall_ms();
 }
 
+/* The leader ended: what it left in its group (a python a shell started, say) would
+ * keep the GPUs the server is about to hand to the next job, and no stop chases it
+ * once the worker is reported ended. The group may hold only the leader's zombie, so
+ * this is not logged. */
+static void kill_rest_of_group(const Worker *w)
+{
+    if (w->pid > 1) /* -1 would be every process, 0 the agent's own group */
+        kill(-w->pid, SIGKILL);
+}
+
 bool worker_reap(Worker *w)
 {
     if (w->state != WK_RUNNING)
@@ -174,12 +184,32 @@ bool worker_reap(Worker *w)
     if (w->adopted) {
         uint64_t ticks;
         char st;
-        if (proc_stat(w->pid, &ticks, &st) == 0 && ticks == w->start_ticks && st != 'Z' &&
-            st != 'X')
+        int r = proc_stat(w->pid, &ticks, &st);
+        if (r < 0 && r != -ENOENT)
+            return false; /* /proc could not be read this time: not an end */
+        bool same = r == 0 && ticks == w->start_ticks;
+        if (same && st != 'Z' && st != 'X')
             return false;
+        /* a zombie leader reserves its group id, and a free pid is not handed out while
+         * its group has members, so the group holds only what the worker left; a pid
+         * now another process's means the old group is empty */
+        if (r == -ENOENT || same)
+            kill_rest_of_group(w);
         ended_unknown(w, "exit status unknown: the worker outlived the agent process that "
                          "started it");
+        worker_watch_checkpoint(w);
         return true;
+    }
+    /* look before reaping: until the leader is reaped its group id cannot be reused, so
+     * killing the group hits only what the worker left */
+    siginfo_t info = {0};
+    if (waitid(P_PID, (id_t)w->pid, &info, WEXITED | WNOHANG | WNOWAIT) < 0) {
+        if (errno == EINTR)
+            return false;
+    } else if (info.si_pid == 0) {
+        return false;
+    } else {
+        kill_rest_of_group(w);
     }
     int status;
     pid_t r = waitpid(w->pid, &status, WNOHANG);
@@ -187,6 +217,7 @@ bool worker_reap(Worker *w)
         return false;
     if (r < 0) { /* ECHILD: not ours after all */
         ended_unknown(w, "exit status unknown: the process was not the agent's child");
+        worker_watch_checkpoint(w);
         return true;
     }
     w->state = WK_EXITED;
@@ -199,6 +230,8 @@ bool worker_reap(Worker *w)
         w->has_exit_code = false;
         w->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     }
+    /* a checkpoint written just before the end: this is the last look at LATEST */
+    worker_watch_checkpoint(w);
     return true;
 }
 
@@ -238,10 +271,19 @@ bool worker_watch_checkpoint(Worker *w)
 
 void worker_signal(Worker *w, int sig)
 {
-    if (w->pid <= 0 || w->state != WK_RUNNING)
+    if (w->pid <= 1 || w->state != WK_RUNNING)
         return;
-    if (kill(-w->pid, sig) < 0 && errno == ESRCH)
+    if (w->adopted) {
+        /* not the agent's child, so nothing holds its pid: check it is still the worker
+         * right before signalling; if not, the next reap reports the end */
+        uint64_t ticks;
+        char st;
+        if (proc_stat(w->pid, &ticks, &st) < 0 || ticks != w->start_ticks)
+            return;
+        kill(-w->pid, sig);
+    } else if (kill(-w->pid, sig) < 0 && errno == ESRCH) {
         kill(w->pid, sig); /* the group is gone but the leader may linger */
+    }
     log_info("event=signal job=%lld run=%lld rank=%u pid=%d signal=%s", (long long)w->key.job,
              (long long)w->key.run, w->key.rank, (int)w->pid, assign_signal_name(sig));
 }
@@ -253,13 +295,27 @@ static void term(Worker *w, int64_t deadline)
     w->stop_deadline = deadline;
 }
 
+/* Is the phase under way timed by the grace (preempt's wait for a checkpoint, cancel's
+ * SIGTERM to SIGKILL) rather than by a fixed delay? */
+static bool grace_timed(const Worker *w)
+{
+    return w->stop_phase == SP_CHECKPOINT ||
+           (w->stop_phase == SP_TERM && w->stop_mode == WSTOP_CANCEL);
+}
+
 void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms)
 {
-    if (w->state != WK_RUNNING || mode == WSTOP_NONE || w->stop_mode == WSTOP_CANCEL ||
-        w->stop_mode == mode)
+    if (w->state != WK_RUNNING || mode == WSTOP_NONE)
         return;
-    w->stop_mode = mode;
     int64_t grace = w->a.argv ? w->a.grace_ms : ASSIGN_DEFAULT_GRACE_MS;
+    if (w->stop_mode == WSTOP_CANCEL || w->stop_mode == mode) {
+        /* under way already: a later, shorter grace (a spot notice) still counts */
+        if (grace_timed(w) && w->stop_deadline > w->stop_since + grace)
+            w->stop_deadline = w->stop_since + grace;
+        return;
+    }
+    w->stop_mode = mode;
+    w->stop_since = mono_ms;
     if (mode == WSTOP_PREEMPT) {
         int64_t size;
         latest_stat(w, &w->stop_latest_ns, &size);

@@ -72,6 +72,7 @@ typedef struct Worker {
     uint8_t stop_mode;       /* WorkerStop being carried out */
     uint8_t stop_phase;      /* StopPhase */
     int64_t stop_deadline;   /* monotonic ms */
+    int64_t stop_since;      /* monotonic ms the stop (or its escalation) began */
     int64_t stop_latest_ns;  /* LATEST's mtime when the checkpoint signal went */
     int log_status;          /* last non-200 status of a log upload, to log it once */
     bool lost;               /* loaded as running, found ended */
@@ -107,8 +108,10 @@ void worker_failed(Worker *w, const char *why);
 /* /proc/PID/stat's start time and state letter. -ENOENT when no such process. */
 int proc_stat(pid_t pid, uint64_t *ret_ticks, char *ret_state);
 
-/* Has the worker ended? Reaps a child (WNOHANG); watches /proc for an adopted one.
- * True when the state changed. */
+/* Has the worker ended? Reaps a child (WNOHANG); watches /proc for an adopted one (a
+ * /proc read that fails other than "no such process" is not an end). When the leader
+ * has ended, what is left of its process group is killed (SIGKILL) before the worker is
+ * reported ended, and LATEST is read one last time. True when the state changed. */
 bool worker_reap(Worker *w);
 
 /* Read LATEST when it changed. True when checkpoint changed. */
@@ -117,7 +120,9 @@ bool worker_watch_checkpoint(Worker *w);
 /* Send sig to the worker's process group. */
 void worker_signal(Worker *w, int sig);
 
-/* Begin (or escalate: cancel overrides preempt) a stop. */
+/* Begin (or escalate: cancel overrides preempt) a stop. One under way already is
+ * shortened when the grace (w->a.grace_ms) has shrunk since: the deadline of a phase
+ * timed by the grace becomes at most the stop's beginning plus the new grace. */
 void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms);
 /* Periodic checkpoint signals and the stop machine's deadlines. */
 void worker_advance(Worker *w, int64_t mono_ms);

@@ -6,7 +6,11 @@
  * checkpoints (LATEST) and then terminates without waiting out the grace; a periodic
  * checkpoint signal arrives; a worker that ignores SIGTERM is killed after the grace;
  * and the worker table brings back a live process started by an earlier "agent"
- * (and reports honestly the ones that ended meanwhile or whose pid was reused). */
+ * (and reports honestly the ones that ended meanwhile or whose pid was reused). From a
+ * review: what a worker's leader leaves in its group is killed when the leader ends; a
+ * stop under way is shortened by a later, smaller grace; a /proc read error is not the
+ * end of an adopted worker, and a recycled pid is not signalled; a checkpoint written
+ * just before the exit is still seen; the log and the table are created 0600. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -468,13 +473,227 @@ static void test_table_reload(void **state)
     buf_free(&err);
 }
 
+/* The child's pid from a line "child PID" of the worker's log. */
+static pid_t logged_child(const Worker *w)
+{
+    wait_for_text(w->log_path, "child ");
+    char *log = read_file(w->log_path);
+    pid_t child = (pid_t)atoi(strstr(log, "child ") + 6);
+    free(log);
+    assert_true(child > 0);
+    assert_int_equal(getpgid(child), w->pid);
+    return child;
+}
+
+/* Gone, or a zombie waiting for init: it holds nothing any more. */
+static bool process_over(pid_t pid)
+{
+    uint64_t ticks;
+    char st = 0;
+    for (int t = 0; t < 200; t++) {
+        int r = proc_stat(pid, &ticks, &st);
+        if (r == -ENOENT || (r == 0 && st == 'Z'))
+            return true;
+        sleep_ms(10);
+    }
+    return false;
+}
+
+/* The leader ends (killed by the stop's SIGTERM, or by itself) while a process it
+ * started would go on (it ignores SIGTERM): once the worker is reported ended, nothing
+ * of its group is left. */
+static void test_leftovers_killed(void **state)
+{
+    Worker *w;
+    assert_int_equal(start("{\"job\": 24, \"run\": 1, \"rank\": 0, \"grace_ms\": 20000, "
+                           "\"command\": [\"/bin/sh\", \"-c\", \"trap '' TERM; sleep 300 & "
+                           "trap - TERM; echo child $!; wait\"]}",
+                           NULL, &w),
+                     0);
+    pid_t child = logged_child(w);
+    worker_request_stop(w, WSTOP_CANCEL, agent_mono_ms());
+    assert_true(until_ended(w, 5000));
+    assert_int_equal(w->signal, SIGTERM); /* the leader's own end is what is reported */
+    assert_true(process_over(child));
+    worker_free(w);
+
+    assert_int_equal(start("{\"job\": 29, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", "
+                           "\"-c\", \"sleep 300 & echo child $!; exit 0\"]}",
+                           NULL, &w),
+                     0);
+    child = logged_child(w);
+    assert_true(until_ended(w, 5000));
+    assert_true(w->has_exit_code);
+    assert_int_equal(w->exit_code, 0);
+    assert_true(process_over(child));
+    worker_free(w);
+}
+
+/* A stop under way takes a later, smaller grace (a spot notice): the deadline comes
+ * down to the stop's beginning plus the new grace; a larger one does not push it out. */
+static void test_stop_shortened(void **state)
+{
+    Worker *w;
+    assert_int_equal(start("{\"job\": 25, \"run\": 1, \"rank\": 0, \"grace_ms\": 20000, "
+                           "\"command\": [\"/bin/sh\", \"-c\", \"trap '' TERM; echo ready; "
+                           "while :; do sleep 0.05; done\"]}",
+                           NULL, &w),
+                     0);
+    wait_for_text(w->log_path, "ready");
+    int64_t t0 = agent_mono_ms();
+    worker_request_stop(w, WSTOP_CANCEL, t0);
+    assert_int_equal(w->stop_phase, SP_TERM);
+    assert_int_equal(w->stop_deadline, t0 + 20000);
+    w->a.grace_ms = 60000;
+    worker_request_stop(w, WSTOP_CANCEL, t0 + 50);
+    assert_int_equal(w->stop_deadline, t0 + 20000);
+    w->a.grace_ms = 200;
+    worker_request_stop(w, WSTOP_CANCEL, agent_mono_ms());
+    assert_int_equal(w->stop_deadline, t0 + 200);
+    assert_true(until_ended(w, 5000));
+    assert_int_equal(w->signal, SIGKILL);
+    assert_true(agent_mono_ms() - t0 < 5000);
+    worker_free(w);
+
+    /* preempt: the wait for a checkpoint that never comes is cut short the same way */
+    assert_int_equal(start("{\"job\": 30, \"run\": 1, \"rank\": 0, \"grace_ms\": 20000, "
+                           "\"command\": [\"/bin/sh\", \"-c\", \"trap '' USR1; trap 'exit 143' "
+                           "TERM; echo ready; while :; do sleep 0.05; done\"]}",
+                           NULL, &w),
+                     0);
+    wait_for_text(w->log_path, "ready");
+    t0 = agent_mono_ms();
+    worker_request_stop(w, WSTOP_PREEMPT, t0);
+    assert_int_equal(w->stop_phase, SP_CHECKPOINT);
+    assert_int_equal(w->stop_deadline, t0 + 20000);
+    w->a.grace_ms = 100;
+    worker_request_stop(w, WSTOP_PREEMPT, agent_mono_ms());
+    assert_int_equal(w->stop_deadline, t0 + 100);
+    assert_true(until_ended(w, 5000));
+    assert_int_equal(w->exit_code, 143);
+    assert_true(agent_mono_ms() - t0 < 5000);
+    worker_free(w);
+}
+
+/* An adopted worker (not this process's child as far as the worker code knows) is
+ * watched through /proc: a read that fails for want of file descriptors is not its
+ * end; a pid whose start time differs is not signalled. */
+static void test_adopted_proc_error(void **state)
+{
+    Worker *w;
+    assert_int_equal(
+        start("{\"job\": 26, \"run\": 1, \"rank\": 0, \"command\": [\"sleep\", \"30\"]}", NULL, &w),
+        0);
+    w->adopted = true;
+    assert_false(worker_reap(w));
+
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+    struct rlimit low = {.rlim_cur = 64, .rlim_max = old.rlim_max};
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    int fds[64];
+    size_t n = 0;
+    while (n < 64 && (fds[n] = dup(0)) >= 0)
+        n++;
+    errno = 0;
+    int probe = dup(0);
+    int probe_errno = errno;
+    bool reaped = worker_reap(w);
+    if (probe >= 0)
+        close(probe);
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+    assert_int_equal(probe, -1);
+    assert_int_equal(probe_errno, EMFILE);
+    assert_false(reaped);
+    assert_int_equal(w->state, WK_RUNNING);
+
+    /* the recorded start time no longer matches: the process is someone else's */
+    w->start_ticks++;
+    worker_signal(w, SIGTERM);
+    sleep_ms(100);
+    uint64_t ticks;
+    char st;
+    assert_int_equal(proc_stat(w->pid, &ticks, &st), 0);
+    assert_true(st != 'Z');
+    w->start_ticks--;
+
+    worker_signal(w, SIGTERM);
+    bool ended = false;
+    for (int t = 0; t < 500 && !ended; t++) {
+        ended = worker_reap(w);
+        sleep_ms(10);
+    }
+    assert_true(ended);
+    assert_false(w->has_exit_code);
+    waitpid(w->pid, NULL, 0); /* this test is its real parent */
+    worker_free(w);
+}
+
+/* LATEST written just before the exit, with no look at it in between: the reap reads
+ * it one last time. */
+static void test_final_checkpoint(void **state)
+{
+    Worker *w;
+    assert_int_equal(start("{\"job\": 27, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", "
+                           "\"-c\", \"echo $GPUORCH_CHECKPOINT_DIR/ckpt-last > "
+                           "$GPUORCH_CHECKPOINT_DIR/L.tmp && mv $GPUORCH_CHECKPOINT_DIR/L.tmp "
+                           "$GPUORCH_CHECKPOINT_DIR/LATEST\"]}",
+                           NULL, &w),
+                     0);
+    uint64_t ticks;
+    char st = 0;
+    for (int t = 0; t < 500 && proc_stat(w->pid, &ticks, &st) == 0 && st != 'Z'; t++)
+        sleep_ms(10);
+    assert_int_equal(st, 'Z');
+    assert_null(w->checkpoint);
+    assert_true(worker_reap(w));
+    assert_int_equal(w->exit_code, 0);
+    assert_non_null(w->checkpoint);
+    char *want = path_in("ckpt/27/ckpt-last");
+    assert_string_equal(w->checkpoint, want);
+    free(want);
+    worker_free(w);
+}
+
+/* The log (a job's output) and the table (each job's env) are the owner's alone. */
+static void test_private_files(void **state)
+{
+    Worker *w;
+    assert_int_equal(start("{\"job\": 28, \"run\": 1, \"rank\": 0, \"env\": {\"SECRET\": \"s\"}, "
+                           "\"command\": [\"/bin/sh\", \"-c\", \"echo $SECRET\"]}",
+                           NULL, &w),
+                     0);
+    assert_true(until_ended(w, 5000));
+    struct stat st;
+    assert_int_equal(stat(w->log_path, &st), 0);
+    assert_int_equal(st.st_mode & 077, 0);
+    char *table = path_in("private-workers.json");
+    Worker *all[] = {w};
+    assert_int_equal(worker_table_save(table, "boot-A", all, 1), 0);
+    assert_int_equal(stat(table, &st), 0);
+    assert_int_equal(st.st_mode & 077, 0);
+    free(table);
+    worker_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exit_code_and_log), cmocka_unit_test(test_exec_failure),
-        cmocka_unit_test(test_job_path),          cmocka_unit_test(test_cancel_reaches_group),
-        cmocka_unit_test(test_preempt),           cmocka_unit_test(test_periodic_checkpoint),
-        cmocka_unit_test(test_kill_after_grace),  cmocka_unit_test(test_table_reload),
+        cmocka_unit_test(test_exit_code_and_log),
+        cmocka_unit_test(test_exec_failure),
+        cmocka_unit_test(test_job_path),
+        cmocka_unit_test(test_cancel_reaches_group),
+        cmocka_unit_test(test_preempt),
+        cmocka_unit_test(test_periodic_checkpoint),
+        cmocka_unit_test(test_kill_after_grace),
+        cmocka_unit_test(test_table_reload),
+        cmocka_unit_test(test_leftovers_killed),
+        cmocka_unit_test(test_stop_shortened),
+        cmocka_unit_test(test_adopted_proc_error),
+        cmocka_unit_test(test_final_checkpoint),
+        cmocka_unit_test(test_private_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
