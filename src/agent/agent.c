@@ -59,6 +59,7 @@ struct Agent {
     int64_t backoff_ms;     /* 0 while the server answers */
     char *link_error;       /* the failure logged, NULL while the server answers */
     int64_t next_memory_poll;
+    bool logs_down;    /* this heartbeat's round: a log upload found the server away */
     bool dirty;        /* the worker table needs saving */
     bool table_loaded; /* the table may be written: it was read first */
 };
@@ -325,11 +326,19 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
     buf_free(&err);
 }
 
+/* Once an upload could not reach the server (logs_down), the round sends no more:
+ * each would wait out the HTTP timeout while reaping and SIGKILL deadlines slip. The
+ * next heartbeat's round tries again. */
 static void flush_logs(Agent *a, Worker *w, bool quiet)
 {
+    if (a->logs_down)
+        return;
     Buf err = {0};
     int status = 0;
-    if (upload_log(a->http, w, &status, &err) < 0 && status && status != w->log_status) {
+    int r = upload_log(a->http, w, &status, &err);
+    if (r < 0 && !status) {
+        a->logs_down = true;
+    } else if (r < 0 && status != w->log_status) {
         w->log_status = status;
         if (!quiet)
             log_error("event=log_upload error=\"%s\"", buf_str(&err));
@@ -359,17 +368,42 @@ static void apply_forget(Agent *a, const HeartbeatReply *rep)
 
 /* The grace of a stop is the one the stop comes with, not the one the worker started
  * with: the server shortens it to fit an interruption notice. The agent's own notice
- * bounds it too, should the server not know of it yet. */
+ * bounds it too, should the server not know of it yet. rw is NULL for a worker the
+ * server no longer lists. */
 static void stop_grace(Agent *a, Worker *w, const ReplyWorker *rw)
 {
     if (!w->a.argv)
         return;
-    json_t *g = json_object_get(rw->spec, "grace_ms");
+    json_t *g = rw ? json_object_get(rw->spec, "grace_ms") : NULL;
     if (json_is_integer(g) && json_integer_value(g) >= 0)
         w->a.grace_ms = json_integer_value(g);
     const Notice *n = notice_watch_notice(a->notice);
     if (n)
         w->a.grace_ms = MIN(w->a.grace_ms, MAX(n->deadline_ms - agent_wall_ms(), 0));
+}
+
+/* Begin a stop, or shorten one under way: every reply that marks a running worker
+ * stopped (or no longer lists it) carries the grace as it is now. */
+static void stop_worker(Agent *a, Worker *w, const ReplyWorker *rw, uint8_t mode, int64_t mono)
+{
+    stop_grace(a, w, rw);
+    int64_t grace = w->a.argv ? w->a.grace_ms : ASSIGN_DEFAULT_GRACE_MS;
+    if (w->stop_mode == mode || w->stop_mode == WSTOP_CANCEL) {
+        int64_t before = w->stop_deadline;
+        worker_request_stop(w, mode, mono);
+        if (w->stop_deadline < before)
+            WLOG(log_info, w, "worker_stop_shortened grace_ms=%lld", (long long)grace);
+        return;
+    }
+    if (rw)
+        WLOG(log_info, w, "worker_stop mode=%s grace_ms=%lld",
+             mode == WSTOP_PREEMPT ? "preempt" : "cancel", (long long)grace);
+    else
+        WLOG(log_info, w,
+             "worker_stop mode=cancel grace_ms=%lld reason=\"not assigned to this "
+             "node\"",
+             (long long)grace);
+    worker_request_stop(w, mode, mono);
 }
 
 static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
@@ -385,13 +419,8 @@ static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
                 for (size_t k = 0; k < a->n_w; k++)
                     if (a->w[k] == w)
                         remove_worker(a, k);
-            } else if (rw->stop != WSTOP_NONE && worker_live(w) && w->stop_mode != rw->stop &&
-                       w->stop_mode != WSTOP_CANCEL) {
-                stop_grace(a, w, rw);
-                WLOG(log_info, w, "worker_stop mode=%s grace_ms=%lld",
-                     rw->stop == WSTOP_PREEMPT ? "preempt" : "cancel",
-                     (long long)(w->a.argv ? w->a.grace_ms : ASSIGN_DEFAULT_GRACE_MS));
-                worker_request_stop(w, rw->stop, mono);
+            } else if (rw->stop != WSTOP_NONE && worker_live(w)) {
+                stop_worker(a, w, rw, rw->stop, mono);
             }
             continue;
         }
@@ -420,10 +449,8 @@ static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
             remove_worker(a, i);
             continue;
         }
-        if (!listed && worker_live(w) && w->stop_mode != WSTOP_CANCEL) {
-            WLOG(log_info, w, "worker_stop mode=cancel reason=\"not assigned to this node\"");
-            worker_request_stop(w, WSTOP_CANCEL, mono);
-        }
+        if (!listed && worker_live(w))
+            stop_worker(a, w, NULL, WSTOP_CANCEL, mono);
         i++;
     }
     for (size_t i = 0; i < a->n_w; i++)
@@ -489,9 +516,13 @@ static void heartbeat(Agent *a, int64_t mono)
     link_note(a, NULL);
     a->backoff_ms = 0;
     a->heartbeat_ms = hr.heartbeat_ms;
+    a->logs_down = false;
     apply_forget(a, &hr);
     apply_mig(a, &hr);
     apply_workers(a, &hr, agent_mono_ms());
+    /* before the uploads, which take seconds: a crash then must not start again the
+     * workers just launched */
+    save_table(a);
     for (size_t i = 0; i < a->n_w; i++)
         if (a->w[i]->state != WK_PENDING)
             flush_logs(a, a->w[i], false);
@@ -541,7 +572,10 @@ void agent_tick(Agent *a)
             WLOG(log_info, w, "checkpoint path=\"%s\"", w->checkpoint);
             mark_dirty(a);
         }
+        int64_t seen = w->latest_mtime_ns;
         if (worker_reap(w)) {
+            if (w->checkpoint && w->latest_mtime_ns != seen)
+                WLOG(log_info, w, "checkpoint path=\"%s\"", w->checkpoint);
             if (w->has_exit_code)
                 WLOG(log_info, w, "worker_exit code=%d", w->exit_code);
             else if (w->signal)
@@ -637,8 +671,36 @@ static int make_dir(const char *path, char **ret, Buf *err)
     return 0;
 }
 
+/* An agent started with stdin, stdout or stderr closed would open its lock, sockets and
+ * a worker's log or /dev/null on fds 0-2, and a worker's stdout would then be whatever
+ * landed there (or be closed at exec). Open fds are left alone; open() takes the lowest
+ * free number, so each closed one gets /dev/null in order. */
+static int std_fds_open(Buf *err)
+{
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        int n = open("/dev/null", O_RDWR);
+        if (n < 0) {
+            int r = -errno;
+            buf_printf(err, "stdin, stdout or stderr is closed and /dev/null cannot be opened: %s",
+                       strerror(-r));
+            return r;
+        }
+        if (n != fd) { /* another thread took the number first */
+            close(n);
+            buf_puts(err, "stdin, stdout or stderr is closed and could not be reopened");
+            return -EBADF;
+        }
+    }
+    return 0;
+}
+
 int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
 {
+    int fr = std_fds_open(err);
+    if (fr < 0)
+        return fr;
     if (!o->node || !*o->node || strchr(o->node, '/') || strchr(o->node, '"')) {
         buf_puts(err, "the node name must be non-empty, without '/' or '\"'");
         return -EINVAL;

@@ -5,7 +5,11 @@
  * environment, a layout that would destroy a busy instance refused, a preemption
  * (checkpoint, then exit) reported and forgotten, logs that heal after the server lost
  * them (409 and resend), workers left running while the server is away, an agent
- * restart that takes its worker back, and a worker the server stops listing killed. */
+ * restart that takes its worker back, and a worker the server stops listing killed.
+ * From a review: the table is on disk before the round's log uploads (a crash then does
+ * not start a worker twice); one upload that cannot reach the server ends the round's
+ * uploads; a later reply's smaller grace shortens a stop under way; an agent started
+ * with fds 0-2 closed puts /dev/null there. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,6 +48,12 @@ typedef struct Stub {
     int unauthorized;
     Buf log[4]; /* job 1..4, rank 0, whatever run: the server's copy */
     int conflicts;
+    bool drop_logs;         /* close log uploads' connections unanswered */
+    int drops;              /* log uploads dropped */
+    const char *table_path; /* with table_job: checked on every log upload once armed */
+    const char *table_job;  /* the text the table must hold, e.g. "\"job\": 4" */
+    bool table_armed;       /* a heartbeat was answered since table_job was set */
+    int table_checks, table_misses;
 } Stub;
 
 static Stub stub;
@@ -57,6 +67,10 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const 
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     MHD_add_response_header(r, "Content-Type", "application/json");
+    /* curl tries a request again, once, when a reused connection closes unanswered:
+     * with fresh connections each dropped upload is one try */
+    if (stub.drop_logs)
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -70,6 +84,16 @@ static enum MHD_Result logs(struct MHD_Connection *c, const char *url, const Buf
     const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
     if (job < 1 || job > 4 || rank != 0 || !off || !run)
         return respond(c, 400, "{\"error\": \"bad log upload\"}");
+    if (stub.table_armed) {
+        FILE *f = fopen(stub.table_path, "r");
+        char text[16384] = "";
+        if (f) {
+            text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+            fclose(f);
+        }
+        stub.table_checks++;
+        stub.table_misses += !strstr(text, stub.table_job);
+    }
     size_t offset = strtoull(off, NULL, 10);
     Buf *held = &stub.log[job - 1];
     char reply[64];
@@ -108,11 +132,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         json_decref(stub.last);
         stub.last = json_loadb(buf_str(&rq->body), rq->body.len, 0, NULL);
         stub.heartbeats++;
+        stub.table_armed = stub.table_job != NULL;
         ret = stub.heartbeat_status == 200
                   ? respond(c, 200, stub.reply)
                   : respond(c, (unsigned)stub.heartbeat_status, "{\"error\": \"try later\"}");
     } else if (!strcmp(method, "POST") && !strncmp(url, "/api/v1/agent/logs/", 19)) {
-        ret = logs(c, url, &rq->body);
+        if (stub.drop_logs) {
+            stub.drops++;
+            ret = MHD_NO; /* the connection closes: to the agent, the server is away */
+        } else {
+            ret = logs(c, url, &rq->body);
+        }
     } else {
         ret = respond(c, 404, "{\"error\": \"no such route\"}");
     }
@@ -162,8 +192,13 @@ static int setup(void **state)
     return 0;
 }
 
+static pid_t review_pids[2]; /* jobs 3 and 4: killed here should their test fail */
+
 static int teardown(void **state)
 {
+    for (size_t i = 0; i < 2; i++)
+        if (review_pids[i] > 1)
+            kill(-review_pids[i], SIGKILL);
     MHD_stop_daemon(stub.d);
     json_decref(stub.last);
     free(stub.reply);
@@ -174,11 +209,11 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static Agent *open_agent(void)
+static Agent *open_agent_in(const char *sub)
 {
     char url[64], state_dir[256];
     snprintf(url, sizeof(url), "http://127.0.0.1:%u", stub.port);
-    snprintf(state_dir, sizeof(state_dir), "%s/agent", dir);
+    snprintf(state_dir, sizeof(state_dir), "%s/%s", dir, sub);
     AgentOptions o = {.server_url = url,
                       .token = TOKEN,
                       .node = "a100-0",
@@ -191,6 +226,11 @@ static Agent *open_agent(void)
         fail_msg("agent_open: %s", buf_str(&err));
     buf_free(&err);
     return a;
+}
+
+static Agent *open_agent(void)
+{
+    return open_agent_in("agent");
 }
 
 /* The last heartbeat's worker (job, rank 0), or NULL. A new reference. */
@@ -444,11 +484,143 @@ static void test_one_agent_per_dir(void **state)
     buf_free(&err);
 }
 
+/* Jobs 3 and 4 of the review's tests: both write a line every 10 ms, so each round has
+ * log bytes to send; job 4 ignores SIGTERM. */
+static const char *W3 = "{\"job\": 3, \"run\": 1, \"rank\": 0, \"grace_ms\": 2000, \"command\": "
+                        "[\"/bin/sh\", \"-c\", \"while :; do echo three; sleep 0.01; done\"]";
+static const char *W4 = "{\"job\": 4, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", \"-c\", "
+                        "\"trap '' TERM; while :; do echo four; sleep 0.01; done\"]";
+
+/* w3 and w4: the rest of each entry ("" when not listed). */
+static void reply34(const char *w3, const char *w4, const char *forget)
+{
+    Buf b = {0};
+    buf_printf(&b, "{\"heartbeat_ms\": 100, \"workers\": [");
+    if (*w3)
+        buf_printf(&b, "%s%s}", W3, w3);
+    if (*w4)
+        buf_printf(&b, "%s%s%s}", *w3 ? ", " : "", W4, w4);
+    buf_printf(&b, "], \"forget\": %s}", forget ? forget : "[]");
+    stub_reply(buf_str(&b));
+    buf_free(&b);
+}
+
+static int stub_int(const int *v)
+{
+    pthread_mutex_lock(&stub.lock);
+    int x = *v;
+    pthread_mutex_unlock(&stub.lock);
+    return x;
+}
+
+static void test_review_fixes(void **state)
+{
+    char table[512];
+    snprintf(table, sizeof(table), "%s/agent-review/workers.json", dir);
+    Agent *a = open_agent_in("agent-review");
+    reply34(", \"stop\": null", "", NULL);
+    assert_true(TICK_UNTIL(a, reported_state(3, "running") && log_has(3, "three")));
+
+    /* job 4 arrives: when the round's first upload (job 3's) reaches the server, the
+     * table on disk already holds job 4 */
+    pthread_mutex_lock(&stub.lock);
+    stub.table_path = table;
+    stub.table_job = "\"job\": 4";
+    pthread_mutex_unlock(&stub.lock);
+    reply34(", \"stop\": null", ", \"grace_ms\": 30000, \"stop\": null", NULL);
+    assert_true(TICK_UNTIL(a, stub_int(&stub.table_checks) > 0));
+    pthread_mutex_lock(&stub.lock);
+    assert_int_equal(stub.table_misses, 0);
+    stub.table_job = NULL;
+    stub.table_armed = false;
+    pthread_mutex_unlock(&stub.lock);
+    assert_true(TICK_UNTIL(a, reported_state(4, "running") && log_has(4, "four")));
+    for (int64_t job = 3; job <= 4; job++) {
+        json_t *w = reported(job);
+        review_pids[job - 3] = (pid_t)json_integer_value(json_object_get(w, "pid"));
+        json_decref(w);
+    }
+
+    /* log uploads cannot reach the server: one try per round, not one per worker */
+    pthread_mutex_lock(&stub.lock);
+    stub.drop_logs = true;
+    int hb0 = stub.heartbeats;
+    pthread_mutex_unlock(&stub.lock);
+    assert_true(TICK_UNTIL(a, stub_int(&stub.heartbeats) >= hb0 + 6));
+    pthread_mutex_lock(&stub.lock);
+    int rounds = stub.heartbeats - hb0, drops = stub.drops;
+    stub.drop_logs = false;
+    pthread_mutex_unlock(&stub.lock);
+    assert_true(drops >= rounds - 1);
+    assert_true(drops <= rounds);
+
+    /* job 4 (deaf to SIGTERM) is cancelled with 30 s of grace; a later reply cuts the
+     * grace to 100 ms: it is killed now, not in 30 s */
+    reply34(", \"stop\": null", ", \"grace_ms\": 30000, \"stop\": \"cancel\"", NULL);
+    tick_for(a, 500);
+    assert_true(reported_state(4, "running"));
+    int64_t t0 = agent_mono_ms();
+    reply34(", \"stop\": null", ", \"grace_ms\": 100, \"stop\": \"cancel\"", NULL);
+    assert_true(TICK_UNTIL(a, reported_state(4, "exited")));
+    assert_true(agent_mono_ms() - t0 < 5000);
+    json_t *w4 = reported(4);
+    assert_int_equal(json_integer_value(json_object_get(w4, "signal")), SIGKILL);
+    json_decref(w4);
+
+    reply34(", \"stop\": \"cancel\"", "", "[{\"job\": 4, \"run\": 1, \"rank\": 0}]");
+    assert_true(TICK_UNTIL(a, reported_state(3, "exited") && reported_none(4)));
+    reply34("", "", "[{\"job\": 3, \"run\": 1, \"rank\": 0}]");
+    assert_true(TICK_UNTIL(a, reported_none(3)));
+    agent_close(a);
+    review_pids[0] = review_pids[1] = 0; /* reaped: the numbers may be reused */
+}
+
+/* Started with stdin, stdout and stderr closed, the agent puts /dev/null there, so no
+ * file of its own (the lock, a worker's log) lands on them. In a child process. */
+static void test_std_fds_closed(void **state)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(0);
+        close(1);
+        close(2);
+        char url[64], state_dir[256];
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u", stub.port);
+        snprintf(state_dir, sizeof(state_dir), "%s/agent-fds", dir);
+        AgentOptions o = {.server_url = url,
+                          .token = TOKEN,
+                          .node = "a100-0",
+                          .gpus = "sim:A100-80GB:1",
+                          .state_dir = state_dir};
+        Agent *a = NULL;
+        Buf err = {0};
+        if (agent_open(&o, &a, &err) < 0)
+            _exit(10);
+        int bad = 0;
+        for (int fd = 0; fd <= 2; fd++) {
+            char link[64], target[256];
+            snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+            ssize_t n = readlink(link, target, sizeof(target) - 1);
+            target[n > 0 ? n : 0] = '\0';
+            bad += strcmp(target, "/dev/null") != 0;
+        }
+        agent_close(a);
+        _exit(bad ? 11 : 0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loop),
         cmocka_unit_test(test_one_agent_per_dir),
+        cmocka_unit_test(test_review_fixes),
+        cmocka_unit_test(test_std_fds_closed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
