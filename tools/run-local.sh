@@ -59,6 +59,7 @@ GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
 cat <<MSG
 
 gpuorch is running: server $URL, agents h100-0 and a100-0 (simulated GPUs).
+The portal: open $URL/ in a browser and sign in with the admin token below.
 Logs: var/server.log, var/agent-*.log.   Stop everything with Ctrl-C.
 
   export GPUORCH_SERVER=$URL
