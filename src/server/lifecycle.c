@@ -118,6 +118,27 @@ static void save_mig(Server *s, const Placement *pl)
     }
 }
 
+/* The rendezvous port of a run: 20000 + id mod 30000, moved on past the ports that the
+ * other runs led from the same node use. (A restart derives the same first guess; a
+ * clash then only delays that gang's rendezvous until the other ends.) */
+static uint16_t pick_master_port(const Server *s, const ServerJob *j)
+{
+    uint32_t node = j->sj.pl.workers[0].node;
+    uint16_t port = (uint16_t)(20000 + j->st.id % 30000);
+    for (size_t tries = 0; tries < 30000; tries++) {
+        bool taken = false;
+        for (size_t k = 0; k < s->n_holding && !taken; k++) {
+            const ServerJob *o = s->holding[k];
+            taken = o != j && o->sj.pl.n_workers && o->sj.pl.workers[0].node == node &&
+                    o->master_port == port;
+        }
+        if (!taken)
+            break;
+        port = port + 1 >= 50000 ? 20000 : (uint16_t)(port + 1);
+    }
+    return port;
+}
+
 int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
     const Placement *pl = &j->sj.pl;
@@ -145,7 +166,7 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     j->st.start_ms = -1; /* this run's, once its workers run */
     j->stop_mode = STOP_NONE;
     j->requeue = false;
-    j->master_port = (uint16_t)(20000 + j->st.id % 30000);
+    j->master_port = pl->n_workers ? pick_master_port(s, j) : 0;
     j->sj.run_start_ms = now_ms;
     j->sj.last_checkpoint_ms = now_ms;
     save_mig(s, pl);
