@@ -87,51 +87,6 @@ static int state_fail(Buf *err, const char *path, const char *what, size_t i, co
     return -EINVAL;
 }
 
-static int state_grants(const Cluster *c, const Node *n, json_t *gpus, WorkerAlloc *w,
-                        const char **ret_msg)
-{
-    size_t gi;
-    json_t *g;
-    if (!json_is_array(gpus) || json_array_size(gpus) > NODE_MAX_GPUS) {
-        *ret_msg = "'gpus' must be an array of at most 16 GPUs";
-        return -EINVAL;
-    }
-    const GpuModel *m = node_model(c, n);
-    json_array_foreach(gpus, gi, g)
-    {
-        json_t *idx = json_object_get(g, "index");
-        if (!json_is_integer(idx) || json_integer_value(idx) < 0 ||
-            json_integer_value(idx) >= n->n_gpus) {
-            *ret_msg = "a GPU 'index' is missing or outside the node";
-            return -EINVAL;
-        }
-        Grant gr = {.index = (uint8_t)json_integer_value(idx), .kind = GRANT_WHOLE};
-        json_t *mig = json_object_get(g, "mig"), *frac = json_object_get(g, "fraction");
-        if (mig) {
-            int p = catalog_profile_index(m, json_string_value(json_object_get(mig, "profile")));
-            json_t *start = json_object_get(mig, "start");
-            if (p < 0 || !json_is_integer(start) || json_integer_value(start) < 0 ||
-                json_integer_value(start) >= MIG_MAX_SLOTS) {
-                *ret_msg = "a MIG grant names a profile or start this GPU model does not have";
-                return -EINVAL;
-            }
-            gr.kind = GRANT_MIG;
-            gr.mig_profile = (uint8_t)p;
-            gr.mig_start = (uint8_t)json_integer_value(start);
-        } else if (frac) {
-            double f = json_number_value(frac);
-            if (!json_is_number(frac) || f <= 0 || f > 1) {
-                *ret_msg = "'fraction' must be a number above 0 and at most 1";
-                return -EINVAL;
-            }
-            gr.kind = GRANT_SHARE;
-            gr.milli = (uint16_t)(f * 1000 + 0.5);
-        }
-        w->grants[w->n_grants++] = gr;
-    }
-    return 0;
-}
-
 /* Whether the cluster can take w as it stands (the state file is input: check it). */
 static bool grant_fits(const Cluster *c, const WorkerAlloc *w)
 {
@@ -224,7 +179,7 @@ static int load_state(const char *path, Cluster *c, Plan *plan, json_t **ret_doc
             .memory_mib = (uint32_t)json_integer_value(json_object_get(e, "memory_mib")),
         };
         const char *msg = NULL;
-        if (state_grants(c, &c->nodes[node], json_object_get(e, "gpus"), &w, &msg) < 0)
+        if (render_grants_from_json(c, &c->nodes[node], json_object_get(e, "gpus"), &w, &msg) < 0)
             return state_fail(err, path, "placement", i, msg);
         if (!grant_fits(c, &w))
             return state_fail(err, path, "placement", i,

@@ -1,7 +1,8 @@
 /* render.c: JSON and text renderings of placements, layouts and numbers, in the one
- * shape every command and the simulator's event log share. */
+ * shape every command and the simulator's event log share, and grants read back. */
 #include "spec/render.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,4 +83,49 @@ void render_text_layout(Buf *b, const GpuModel *m, const MigLayout *l)
         buf_puts(b, "(MIG off)");
     for (size_t i = 0; i < n; i++)
         buf_printf(b, "%s%s@%u", i ? " " : "", m->profiles[inst[i].profile].name, inst[i].start);
+}
+
+int render_grants_from_json(const Cluster *c, const Node *n, json_t *gpus, WorkerAlloc *w,
+                            const char **ret_msg)
+{
+    size_t gi;
+    json_t *g;
+    if (!json_is_array(gpus) || json_array_size(gpus) > NODE_MAX_GPUS) {
+        *ret_msg = "'gpus' must be an array of at most 16 GPUs";
+        return -EINVAL;
+    }
+    const GpuModel *m = node_model(c, n);
+    json_array_foreach(gpus, gi, g)
+    {
+        json_t *idx = json_object_get(g, "index");
+        if (!json_is_integer(idx) || json_integer_value(idx) < 0 ||
+            json_integer_value(idx) >= n->n_gpus) {
+            *ret_msg = "a GPU 'index' is missing or outside the node";
+            return -EINVAL;
+        }
+        Grant gr = {.index = (uint8_t)json_integer_value(idx), .kind = GRANT_WHOLE};
+        json_t *mig = json_object_get(g, "mig"), *frac = json_object_get(g, "fraction");
+        if (mig) {
+            int p = catalog_profile_index(m, json_string_value(json_object_get(mig, "profile")));
+            json_t *start = json_object_get(mig, "start");
+            if (p < 0 || !json_is_integer(start) || json_integer_value(start) < 0 ||
+                json_integer_value(start) >= MIG_MAX_SLOTS) {
+                *ret_msg = "a MIG grant names a profile or start this GPU model does not have";
+                return -EINVAL;
+            }
+            gr.kind = GRANT_MIG;
+            gr.mig_profile = (uint8_t)p;
+            gr.mig_start = (uint8_t)json_integer_value(start);
+        } else if (frac) {
+            double f = json_number_value(frac);
+            if (!json_is_number(frac) || f <= 0 || f > 1) {
+                *ret_msg = "'fraction' must be a number above 0 and at most 1";
+                return -EINVAL;
+            }
+            gr.kind = GRANT_SHARE;
+            gr.milli = (uint16_t)(f * 1000 + 0.5);
+        }
+        w->grants[w->n_grants++] = gr;
+    }
+    return 0;
 }
