@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "sched_fixture.h"
+
 #include "core/cluster.h"
 #include "core/job.h"
 #include "core/place.h"
@@ -91,27 +93,12 @@ static int world_teardown(void **state)
 /* A pool of `nodes` H100 nodes of `gpus` GPUs. */
 static void add_pool(Cluster *c, const char *name, unsigned gpus, unsigned nodes, bool mig)
 {
-    int mi = cluster_model(c, "H100", 16384);
-    assert_true(mi >= 0);
-    Pool p = {.name = (char *)name,
-              .nodes = nodes,
-              .model = (uint8_t)mi,
-              .gpus = (uint8_t)gpus,
-              .interconnect = IC_NVSWITCH,
-              .mig = mig,
-              .cpu_milli = 64000,
-              .memory_mib = 512 * 1024};
-    mig_layout_clear(&p.initial_mig);
-    int pi = cluster_add_pool(c, &p);
-    assert_true(pi >= 0);
-    assert_int_equal(cluster_add_pool_nodes(c, (uint32_t)pi), 0);
+    fixture_add_pool(c, name, "H100", TIER_OWNED, gpus, nodes, mig);
 }
 
 static void add_team(Cluster *c, const char *name, double guaranteed, double burst)
 {
-    Team t = {
-        .name = (char *)name, .guaranteed_gpus = guaranteed, .burst_gpus = burst, .weight = 1};
-    assert_true(cluster_add_team(c, &t) >= 0);
+    fixture_add_team(c, name, guaranteed, burst);
 }
 
 /* A world on a new cluster of `n` nodes of `gpus` GPUs; add teams or pools, then call
@@ -140,55 +127,11 @@ static void world_start(World *w, SchedPreempt mode, SchedOrder order)
     assert_int_equal(sched_init(&w->s, w->c, &w->ctx, &cfg, 0), 0);
 }
 
-typedef struct JobArgs {
-    ReqKind req;        /* [REQ_GPUS] */
-    unsigned gpus;      /* per worker [1] */
-    unsigned workers;   /* [1] */
-    const char *mig;    /* REQ_MIG profile */
-    const char *prio;   /* ["normal"] */
-    const char *team;   /* [no team] */
-    bool preemptible;   /* */
-    int64_t submit_ms;  /* */
-    int64_t grace_ms;   /* */
-    double attained_ms; /* Tiresias: GPU ms run so far */
-} JobArgs;
-
 static SchedJob *job(World *w, JobArgs a)
 {
     assert_true(w->n_jobs < MAX_JOBS);
-    JobSpec js;
-    job_spec_init(&js);
-    js.req = (uint8_t)(a.req ? a.req : REQ_GPUS);
-    js.gpus = (uint16_t)(a.gpus ? a.gpus : 1);
-    js.workers = a.workers ? a.workers : 1;
-    js.mig = a.mig ? strdup(a.mig) : NULL;
-    js.cpu_milli = 1000;
-    js.memory_mib = 4096;
-    int prio = priority_from_name(a.prio ? a.prio : "normal");
-    assert_true(prio >= 0);
-    uint32_t team = TEAM_NONE;
-    if (a.team) {
-        int t = cluster_find_team(w->c, a.team);
-        assert_true(t >= 0);
-        team = (uint32_t)t;
-    }
-    Request r;
-    Buf why = {0};
-    if (request_from_job(w->c, &js, &r, &why) != 0)
-        fail_msg("request_from_job: %s", buf_str(&why));
-    buf_free(&why);
-    job_spec_free(&js);
     SchedJob *j = &w->jobs[w->n_jobs];
-    *j = (SchedJob){.id = (uint32_t)w->n_jobs,
-                    .team = team,
-                    .priority = (uint8_t)prio,
-                    .preemptible = a.preemptible,
-                    .nominated = SCHED_NONE,
-                    .submit_ms = a.submit_ms,
-                    .estimate_ms = NO_DURATION,
-                    .grace_ms = a.grace_ms,
-                    .attained_gpu_ms = a.attained_ms,
-                    .req = r};
+    *j = fixture_job(w->c, (uint32_t)w->n_jobs, a);
     w->n_jobs++;
     return j;
 }
