@@ -37,7 +37,7 @@
 
 /* ---- the scripted server ---- */
 
-typedef struct Stub {
+typedef struct Scripted {
     pthread_mutex_t lock;
     struct MHD_Daemon *d;
     unsigned port;
@@ -54,9 +54,9 @@ typedef struct Stub {
     const char *table_job;  /* the text the table must hold, e.g. "\"job\": 4" */
     bool table_armed;       /* a heartbeat was answered since table_job was set */
     int table_checks, table_misses;
-} Stub;
+} Scripted;
 
-static Stub stub;
+static Scripted srv;
 
 typedef struct Req {
     Buf body;
@@ -69,7 +69,7 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const 
     MHD_add_response_header(r, "Content-Type", "application/json");
     /* curl tries a request again, once, when a reused connection closes unanswered:
      * with fresh connections each dropped upload is one try */
-    if (stub.drop_logs)
+    if (srv.drop_logs)
         MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
@@ -84,21 +84,21 @@ static enum MHD_Result logs(struct MHD_Connection *c, const char *url, const Buf
     const char *run = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "run");
     if (job < 1 || job > 4 || rank != 0 || !off || !run)
         return respond(c, 400, "{\"error\": \"bad log upload\"}");
-    if (stub.table_armed) {
-        FILE *f = fopen(stub.table_path, "r");
+    if (srv.table_armed) {
+        FILE *f = fopen(srv.table_path, "r");
         char text[16384] = "";
         if (f) {
             text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
             fclose(f);
         }
-        stub.table_checks++;
-        stub.table_misses += !strstr(text, stub.table_job);
+        srv.table_checks++;
+        srv.table_misses += !strstr(text, srv.table_job);
     }
     size_t offset = strtoull(off, NULL, 10);
-    Buf *held = &stub.log[job - 1];
+    Buf *held = &srv.log[job - 1];
     char reply[64];
     if (offset > held->len) {
-        stub.conflicts++;
+        srv.conflicts++;
         snprintf(reply, sizeof(reply), "{\"size\": %zu}", held->len);
         return respond(c, 409, reply);
     }
@@ -122,23 +122,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
-    pthread_mutex_lock(&stub.lock);
+    pthread_mutex_lock(&srv.lock);
     enum MHD_Result ret;
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!auth || strcmp(auth, "Bearer " TOKEN)) {
-        stub.unauthorized++;
+        srv.unauthorized++;
         ret = respond(c, 401, "{\"error\": \"no such token\"}");
     } else if (!strcmp(method, "POST") && !strcmp(url, "/api/v1/agent/heartbeat")) {
-        json_decref(stub.last);
-        stub.last = json_loadb(buf_str(&rq->body), rq->body.len, 0, NULL);
-        stub.heartbeats++;
-        stub.table_armed = stub.table_job != NULL;
-        ret = stub.heartbeat_status == 200
-                  ? respond(c, 200, stub.reply)
-                  : respond(c, (unsigned)stub.heartbeat_status, "{\"error\": \"try later\"}");
+        json_decref(srv.last);
+        srv.last = json_loadb(buf_str(&rq->body), rq->body.len, 0, NULL);
+        srv.heartbeats++;
+        srv.table_armed = srv.table_job != NULL;
+        ret = srv.heartbeat_status == 200
+                  ? respond(c, 200, srv.reply)
+                  : respond(c, (unsigned)srv.heartbeat_status, "{\"error\": \"try later\"}");
     } else if (!strcmp(method, "POST") && !strncmp(url, "/api/v1/agent/logs/", 19)) {
-        if (stub.drop_logs) {
-            stub.drops++;
+        if (srv.drop_logs) {
+            srv.drops++;
             ret = MHD_NO; /* the connection closes: to the agent, the server is away */
         } else {
             ret = logs(c, url, &rq->body);
@@ -146,7 +146,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     } else {
         ret = respond(c, 404, "{\"error\": \"no such route\"}");
     }
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_unlock(&srv.lock);
     return ret;
 }
 
@@ -161,12 +161,12 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-static void stub_reply(const char *json)
+static void srv_reply(const char *json)
 {
-    pthread_mutex_lock(&stub.lock);
-    free(stub.reply);
-    stub.reply = strdup(json);
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_lock(&srv.lock);
+    free(srv.reply);
+    srv.reply = strdup(json);
+    pthread_mutex_unlock(&srv.lock);
 }
 
 /* ---- driving the agent ---- */
@@ -178,17 +178,17 @@ static int setup(void **state)
     if (!mkdtemp(dir))
         return -1;
     setenv("GPUORCH_SIM_MIG_DELAY_MS", "0", 1);
-    pthread_mutex_init(&stub.lock, NULL);
-    stub.heartbeat_status = 200;
-    stub.reply = strdup("{\"heartbeat_ms\": 100}");
+    pthread_mutex_init(&srv.lock, NULL);
+    srv.heartbeat_status = 200;
+    srv.reply = strdup("{\"heartbeat_ms\": 100}");
     struct sockaddr_in loopback = {.sin_family = AF_INET,
                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    stub.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                              on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
-                              MHD_OPTION_SOCK_ADDR, &loopback, MHD_OPTION_END);
-    if (!stub.d)
+    srv.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                             on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+                             MHD_OPTION_SOCK_ADDR, &loopback, MHD_OPTION_END);
+    if (!srv.d)
         return -1;
-    stub.port = MHD_get_daemon_info(stub.d, MHD_DAEMON_INFO_BIND_PORT)->port;
+    srv.port = MHD_get_daemon_info(srv.d, MHD_DAEMON_INFO_BIND_PORT)->port;
     return 0;
 }
 
@@ -199,11 +199,11 @@ static int teardown(void **state)
     for (size_t i = 0; i < 2; i++)
         if (review_pids[i] > 1)
             kill(-review_pids[i], SIGKILL);
-    MHD_stop_daemon(stub.d);
-    json_decref(stub.last);
-    free(stub.reply);
+    MHD_stop_daemon(srv.d);
+    json_decref(srv.last);
+    free(srv.reply);
     for (size_t i = 0; i < 4; i++)
-        buf_free(&stub.log[i]);
+        buf_free(&srv.log[i]);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
@@ -212,7 +212,7 @@ static int teardown(void **state)
 static Agent *open_agent_in(const char *sub)
 {
     char url[64], state_dir[256];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u", stub.port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", srv.port);
     snprintf(state_dir, sizeof(state_dir), "%s/%s", dir, sub);
     AgentOptions o = {.server_url = url,
                       .token = TOKEN,
@@ -236,16 +236,16 @@ static Agent *open_agent(void)
 /* The last heartbeat's worker (job, rank 0), or NULL. A new reference. */
 static json_t *reported(int64_t job)
 {
-    pthread_mutex_lock(&stub.lock);
+    pthread_mutex_lock(&srv.lock);
     json_t *found = NULL;
     size_t i;
     json_t *w;
-    json_array_foreach(json_object_get(stub.last, "workers"), i, w)
+    json_array_foreach(json_object_get(srv.last, "workers"), i, w)
     {
         if (json_integer_value(json_object_get(w, "job")) == job)
             found = json_incref(w);
     }
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_unlock(&srv.lock);
     return found;
 }
 
@@ -266,9 +266,9 @@ static bool reported_none(int64_t job)
 
 static bool log_has(int64_t job, const char *s)
 {
-    pthread_mutex_lock(&stub.lock);
-    bool ok = strstr(buf_str(&stub.log[job - 1]), s) != NULL;
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_lock(&srv.lock);
+    bool ok = strstr(buf_str(&srv.log[job - 1]), s) != NULL;
+    pthread_mutex_unlock(&srv.lock);
     return ok;
 }
 
@@ -319,7 +319,7 @@ static void reply(const char *mig, const char *w1_stop, const char *w2_stop, con
     }
     buf_printf(&b, "{\"heartbeat_ms\": 100, \"mig\": %s, \"workers\": [%s], \"forget\": %s}", mig,
                buf_str(&w), forget ? forget : "[]");
-    stub_reply(buf_str(&b));
+    srv_reply(buf_str(&b));
     buf_free(&b);
     buf_free(&w);
 }
@@ -328,10 +328,10 @@ static void test_loop(void **state)
 {
     Agent *a = open_agent();
     /* the first heartbeat: the node and its GPUs, no workers */
-    assert_true(TICK_UNTIL(a, stub.heartbeats > 0));
-    pthread_mutex_lock(&stub.lock);
-    json_t *hb = json_incref(stub.last);
-    pthread_mutex_unlock(&stub.lock);
+    assert_true(TICK_UNTIL(a, srv.heartbeats > 0));
+    pthread_mutex_lock(&srv.lock);
+    json_t *hb = json_incref(srv.last);
+    pthread_mutex_unlock(&srv.lock);
     assert_string_equal(json_string_value(json_object_get(hb, "node")), "a100-0");
     assert_string_equal(json_string_value(json_object_get(hb, "address")), "10.1.2.3");
     const char *boot1 = json_string_value(json_object_get(hb, "boot_id"));
@@ -341,32 +341,32 @@ static void test_loop(void **state)
     assert_int_equal(json_array_size(json_object_get(hb, "gpus")), 2);
     assert_int_equal(json_array_size(json_object_get(hb, "workers")), 0);
     json_decref(hb);
-    assert_int_equal(stub.unauthorized, 0);
+    assert_int_equal(srv.unauthorized, 0);
 
     /* a MIG layout and two workers: the MIG one sees its instance's UUID */
     reply(MIG1, "null", "null", NULL);
     assert_true(TICK_UNTIL(a, reported_state(1, "running") && reported_state(2, "running")));
     assert_true(TICK_UNTIL(a, log_has(1, "cvd=MIG-") && log_has(2, "ready")));
-    pthread_mutex_lock(&stub.lock);
-    json_t *g1 = json_array_get(json_object_get(stub.last, "gpus"), 1);
+    pthread_mutex_lock(&srv.lock);
+    json_t *g1 = json_array_get(json_object_get(srv.last, "gpus"), 1);
     assert_true(json_is_true(json_object_get(g1, "mig_enabled")));
     const char *mig_uuid =
         json_string_value(json_object_get(json_array_get(json_object_get(g1, "mig"), 0), "uuid"));
     char want[128];
     snprintf(want, sizeof(want), "cvd=%s\n", mig_uuid);
-    assert_non_null(strstr(buf_str(&stub.log[0]), want));
-    pthread_mutex_unlock(&stub.lock);
+    assert_non_null(strstr(buf_str(&srv.log[0]), want));
+    pthread_mutex_unlock(&srv.lock);
 
     /* a layout that would destroy the busy instance is refused: nothing changes */
     reply("[{\"index\": 1, \"layout\": [{\"profile\": \"2g.20gb\", \"start\": 0}]}]", "null",
           "null", NULL);
     tick_for(a, 400);
-    pthread_mutex_lock(&stub.lock);
-    g1 = json_array_get(json_object_get(stub.last, "gpus"), 1);
+    pthread_mutex_lock(&srv.lock);
+    g1 = json_array_get(json_object_get(srv.last, "gpus"), 1);
     assert_string_equal(json_string_value(json_object_get(
                             json_array_get(json_object_get(g1, "mig"), 0), "profile")),
                         "1g.10gb");
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_unlock(&srv.lock);
     assert_true(reported_state(1, "running"));
 
     /* preempt job 2: it checkpoints, exits 143 well before its 20 s grace, and is
@@ -383,35 +383,35 @@ static void test_loop(void **state)
     assert_true(TICK_UNTIL(a, reported_none(2)));
 
     /* the server loses job 1's log: the next upload gets a 409 and resends from 0 */
-    pthread_mutex_lock(&stub.lock);
-    buf_reset(&stub.log[0]);
-    pthread_mutex_unlock(&stub.lock);
-    assert_true(TICK_UNTIL(a, stub.conflicts > 0 && log_has(1, "cvd=MIG-")));
+    pthread_mutex_lock(&srv.lock);
+    buf_reset(&srv.log[0]);
+    pthread_mutex_unlock(&srv.lock);
+    assert_true(TICK_UNTIL(a, srv.conflicts > 0 && log_has(1, "cvd=MIG-")));
 
     /* the server answers 503 for a while: the worker keeps running */
-    pthread_mutex_lock(&stub.lock);
-    stub.heartbeat_status = 503;
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_lock(&srv.lock);
+    srv.heartbeat_status = 503;
+    pthread_mutex_unlock(&srv.lock);
     json_t *w1 = reported(1);
     pid_t pid = (pid_t)json_integer_value(json_object_get(w1, "pid"));
     json_decref(w1);
     tick_for(a, 800);
     assert_int_equal(kill(pid, 0), 0);
-    pthread_mutex_lock(&stub.lock);
-    stub.heartbeat_status = 200;
-    int before = stub.heartbeats;
-    pthread_mutex_unlock(&stub.lock);
-    assert_true(TICK_UNTIL(a, stub.heartbeats > before + 1));
+    pthread_mutex_lock(&srv.lock);
+    srv.heartbeat_status = 200;
+    int before = srv.heartbeats;
+    pthread_mutex_unlock(&srv.lock);
+    assert_true(TICK_UNTIL(a, srv.heartbeats > before + 1));
 
     /* the agent restarts: the worker is taken back, under a new boot id */
     agent_close(a);
     assert_int_equal(kill(pid, 0), 0);
     a = open_agent();
-    before = stub.heartbeats;
-    assert_true(TICK_UNTIL(a, stub.heartbeats > before));
-    pthread_mutex_lock(&stub.lock);
-    assert_string_not_equal(json_string_value(json_object_get(stub.last, "boot_id")), boot_first);
-    pthread_mutex_unlock(&stub.lock);
+    before = srv.heartbeats;
+    assert_true(TICK_UNTIL(a, srv.heartbeats > before));
+    pthread_mutex_lock(&srv.lock);
+    assert_string_not_equal(json_string_value(json_object_get(srv.last, "boot_id")), boot_first);
+    pthread_mutex_unlock(&srv.lock);
     w1 = reported(1);
     assert_string_equal(json_string_value(json_object_get(w1, "state")), "running");
     assert_int_equal(json_integer_value(json_object_get(w1, "pid")), pid);
@@ -430,10 +430,10 @@ static void test_loop(void **state)
     /* with no MIG wanted and the instance idle, GPU 1 goes back to MIG off */
     assert_true(
         TICK_UNTIL(a, ({
-                       pthread_mutex_lock(&stub.lock);
+                       pthread_mutex_lock(&srv.lock);
                        bool off_ = json_is_false(json_object_get(
-                           json_array_get(json_object_get(stub.last, "gpus"), 1), "mig_enabled"));
-                       pthread_mutex_unlock(&stub.lock);
+                           json_array_get(json_object_get(srv.last, "gpus"), 1), "mig_enabled"));
+                       pthread_mutex_unlock(&srv.lock);
                        off_;
                    })));
 
@@ -449,9 +449,9 @@ static void test_loop(void **state)
         buf_append(&file, chunk, n);
     fclose(f);
     assert_true(TICK_UNTIL(a, ({
-                               pthread_mutex_lock(&stub.lock);
-                               bool same_ = !strcmp(buf_str(&stub.log[0]), buf_str(&file));
-                               pthread_mutex_unlock(&stub.lock);
+                               pthread_mutex_lock(&srv.lock);
+                               bool same_ = !strcmp(buf_str(&srv.log[0]), buf_str(&file));
+                               pthread_mutex_unlock(&srv.lock);
                                same_;
                            })));
     buf_free(&file);
@@ -463,7 +463,7 @@ static void test_one_agent_per_dir(void **state)
 {
     Agent *a = open_agent();
     char url[64], state_dir[256];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u", stub.port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u", srv.port);
     snprintf(state_dir, sizeof(state_dir), "%s/agent", dir);
     AgentOptions o = {.server_url = url,
                       .token = TOKEN,
@@ -501,15 +501,15 @@ static void reply34(const char *w3, const char *w4, const char *forget)
     if (*w4)
         buf_printf(&b, "%s%s%s}", *w3 ? ", " : "", W4, w4);
     buf_printf(&b, "], \"forget\": %s}", forget ? forget : "[]");
-    stub_reply(buf_str(&b));
+    srv_reply(buf_str(&b));
     buf_free(&b);
 }
 
-static int stub_int(const int *v)
+static int srv_int(const int *v)
 {
-    pthread_mutex_lock(&stub.lock);
+    pthread_mutex_lock(&srv.lock);
     int x = *v;
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_unlock(&srv.lock);
     return x;
 }
 
@@ -523,17 +523,17 @@ static void test_review_fixes(void **state)
 
     /* job 4 arrives: when the round's first upload (job 3's) reaches the server, the
      * table on disk already holds job 4 */
-    pthread_mutex_lock(&stub.lock);
-    stub.table_path = table;
-    stub.table_job = "\"job\": 4";
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_lock(&srv.lock);
+    srv.table_path = table;
+    srv.table_job = "\"job\": 4";
+    pthread_mutex_unlock(&srv.lock);
     reply34(", \"stop\": null", ", \"grace_ms\": 30000, \"stop\": null", NULL);
-    assert_true(TICK_UNTIL(a, stub_int(&stub.table_checks) > 0));
-    pthread_mutex_lock(&stub.lock);
-    assert_int_equal(stub.table_misses, 0);
-    stub.table_job = NULL;
-    stub.table_armed = false;
-    pthread_mutex_unlock(&stub.lock);
+    assert_true(TICK_UNTIL(a, srv_int(&srv.table_checks) > 0));
+    pthread_mutex_lock(&srv.lock);
+    assert_int_equal(srv.table_misses, 0);
+    srv.table_job = NULL;
+    srv.table_armed = false;
+    pthread_mutex_unlock(&srv.lock);
     assert_true(TICK_UNTIL(a, reported_state(4, "running") && log_has(4, "four")));
     for (int64_t job = 3; job <= 4; job++) {
         json_t *w = reported(job);
@@ -542,15 +542,15 @@ static void test_review_fixes(void **state)
     }
 
     /* log uploads cannot reach the server: one try per round, not one per worker */
-    pthread_mutex_lock(&stub.lock);
-    stub.drop_logs = true;
-    int hb0 = stub.heartbeats;
-    pthread_mutex_unlock(&stub.lock);
-    assert_true(TICK_UNTIL(a, stub_int(&stub.heartbeats) >= hb0 + 6));
-    pthread_mutex_lock(&stub.lock);
-    int rounds = stub.heartbeats - hb0, drops = stub.drops;
-    stub.drop_logs = false;
-    pthread_mutex_unlock(&stub.lock);
+    pthread_mutex_lock(&srv.lock);
+    srv.drop_logs = true;
+    int hb0 = srv.heartbeats;
+    pthread_mutex_unlock(&srv.lock);
+    assert_true(TICK_UNTIL(a, srv_int(&srv.heartbeats) >= hb0 + 6));
+    pthread_mutex_lock(&srv.lock);
+    int rounds = srv.heartbeats - hb0, drops = srv.drops;
+    srv.drop_logs = false;
+    pthread_mutex_unlock(&srv.lock);
     assert_true(drops >= rounds - 1);
     assert_true(drops <= rounds);
 
@@ -586,7 +586,7 @@ static void test_std_fds_closed(void **state)
         close(1);
         close(2);
         char url[64], state_dir[256];
-        snprintf(url, sizeof(url), "http://127.0.0.1:%u", stub.port);
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u", srv.port);
         snprintf(state_dir, sizeof(state_dir), "%s/agent-fds", dir);
         AgentOptions o = {.server_url = url,
                           .token = TOKEN,

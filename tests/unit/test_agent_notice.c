@@ -1,7 +1,7 @@
 /* test_agent_notice.c: the spot-interruption notice (agent/notice.c). The three
  * parsers on sample bodies as the clouds document them, and on malformed ones (no
  * notice, and a reason to log); the dates they carry; the heartbeat's "interruption";
- * and the watcher against a metadata service stub on loopback (libmicrohttpd in this
+ * and the watcher against a scripted metadata service on loopback (libmicrohttpd in this
  * process) that answers only requests carrying each cloud's headers: IMDSv2's token
  * (fetched once, fetched again after a 401), GCP's Metadata-Flavor, Azure's Metadata. */
 #include <setjmp.h>
@@ -270,7 +270,7 @@ static void test_heartbeat_interruption(void **state)
     buf_free(&out);
 }
 
-/* ---- the watcher against a metadata stub ---- */
+/* ---- the watcher against a scripted metadata service ---- */
 
 typedef struct Meta {
     pthread_mutex_t lock;
