@@ -72,6 +72,20 @@ int learn_record(Learn *l, const char *cls, uint64_t peak_mib)
     return 0;
 }
 
+/* VPA's OOMBumpUpRatio, 1.2, as a fraction */
+#define OOM_BUMP_NUM 6
+#define OOM_BUMP_DEN 5
+
+int learn_oom(Learn *l, const char *cls, uint64_t peak_mib, uint64_t granted_mib)
+{
+    uint64_t bumped = (granted_mib * OOM_BUMP_NUM + OOM_BUMP_DEN - 1) / OOM_BUMP_DEN;
+    int err = learn_record(l, cls, peak_mib > bumped ? peak_mib : bumped);
+    if (err)
+        return err;
+    LearnEntry *e = find(l, cls);
+    return (int)e->ooms++;
+}
+
 uint64_t learn_peak(const Learn *l, const char *cls)
 {
     const LearnEntry *e = find(l, cls);

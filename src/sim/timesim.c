@@ -860,8 +860,11 @@ static int on_oom(TimeSim *s, uint32_t j)
     const JobSpec *spec = spec_of(s, j);
     char cls[256];
     learn_class_of(spec, cls, sizeof(cls));
-    if (learn_peak(&s->learn, cls))
-        s->oom_repeats++; /* the class was known to need more, and still ran out */
+    int before = learn_oom(&s->learn, cls, spec->peak_memory_mib, granted_mib(s->c, &sj->sj.pl));
+    if (before < 0)
+        return before;
+    if (before > 0)
+        s->oom_repeats++; /* the class had run out before, and was sized, and still did */
     s->ooms++;
     advance(s, sj);
     /* the work since the last checkpoint is lost with the process */
@@ -869,8 +872,7 @@ static int on_oom(TimeSim *s, uint32_t j)
     sj->done_ms = sj->saved_ms;
     evlog_job(&s->ev, s->now_ms, "oom", spec->name, NULL);
     take_off(s, j);
-    int err = learn_record(&s->learn, cls, spec->peak_memory_mib);
-    return err ? err : enqueue(s, j);
+    return enqueue(s, j);
 }
 
 static int handle(TimeSim *s, const Event *e)

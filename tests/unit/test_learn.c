@@ -152,6 +152,21 @@ static void test_record_keeps_largest(void **state)
  * its class learned 30,000, it gets 30,000; learned 10,000, still 20,000 (never less than
  * it asks). A slice job by profile gets the learned peak, or 0 when nothing is known. What
  * another class learned does not apply. */
+/* learn_oom: the peak or a fifth above the grant, whichever is more; it counts the
+ * class's OOMs. 40,192 x 6 / 5 = 48,230.4, rounded up to 48,231. */
+static void test_oom_bump(void **state)
+{
+    (void)state;
+    Learn l = {0};
+    assert_int_equal(learn_oom(&l, "search/s", 40268, 40192), 0);
+    assert_int_equal(learn_peak(&l, "search/s"), 48231);
+    assert_int_equal(learn_oom(&l, "search/s", 60000, 48231), 1);
+    assert_int_equal(learn_peak(&l, "search/s"), 60000);
+    assert_int_equal(learn_oom(&l, "ads/s", 9000, 8192), 0);
+    assert_int_equal(learn_peak(&l, "ads/s"), 9831);
+    learn_free(&l);
+}
+
 static void test_memory_for(void **state)
 {
     (void)state;
@@ -320,6 +335,48 @@ static void test_sim_oom_does_not_repeat(void **state)
     world_free(&w);
 }
 
+/* Rule: an OOM leaves the class headroom above the grant it overran (a fifth, as VPA's
+ * OOM bump), so a later job that peaks higher than the one seen still fits, on any
+ * model. One A100-80GB and one H100-80GB-SXM5, MIG allowed; class search/s, each job
+ * held to one model:
+ *   0 s    s-1 (A100) asks 33,851 MiB: 3g.40gb (40,192 MiB), carved, starts at 10 s; it
+ *          peaks at 40,268 and runs out of memory at 40 s. Learned: max(40,268, 40,192
+ *          x 1.2 = 48,231) = 48,231, which only 7g.80gb holds: the idle 3g.40gb is
+ *          re-carved and s-1 starts again at 50 s; it finishes at 150 s.
+ *   500 s  s-2 (H100) asks 33,851 and peaks at 46,557: sized 48,231 it gets 7g.80gb
+ *          (a reconfiguration: starts at 510 s) and finishes at 610 s. Learning the one
+ *          peak alone (40,268) would have given it the H100's 3g.40gb (40,448 MiB) and
+ *          run it out of memory again.
+ * One OOM, no repeat. */
+static void test_sim_oom_leaves_headroom(void **state)
+{
+    (void)state;
+    World w;
+    world_init(&w,
+               "name: t\n"
+               "pools:\n"
+               "  - {name: a, tier: owned, nodes: 1,\n"
+               "     node: {gpu_model: A100-80GB, gpus: 1, mig: true}}\n"
+               "  - {name: h, tier: owned, nodes: 1,\n"
+               "     node: {gpu_model: H100-80GB-SXM5, gpus: 1, mig: true}}\n",
+               "id,team,kind,gpu_memory_mib,gpu_model,submit_s,duration_s,peak_memory_mib\n"
+               "s-1,search,inference,33851,A100-80GB,0,100,40268\n"
+               "s-2,search,inference,33851,H100-80GB-SXM5,500,100,46557\n");
+    RunResult r;
+    run(&w, &r);
+    assert_int_equal(r.time.oom_failures, 1);
+    assert_int_equal(r.time.oom_repeats, 0);
+    assert_int_equal(r.time.finished, 2);
+    event_is(&r, "start", "s-1", 0, 10000, "\"profile\": \"3g.40gb\"");
+    event_is(&r, "oom", "s-1", 0, 40000, NULL);
+    event_is(&r, "start", "s-1", 1, 50000, "\"profile\": \"7g.80gb\"");
+    event_is(&r, "finish", "s-1", 0, 150000, NULL);
+    event_is(&r, "start", "s-2", 0, 510000, "\"profile\": \"7g.80gb\"");
+    event_is(&r, "finish", "s-2", 0, 610000, NULL);
+    run_result_free(&r);
+    world_free(&w);
+}
+
 /* Rule: a gpu_fraction job is sized from what its class learned, like a slice. One
  * A100-80GB, not partitioned. f-1 (search) asks gpu_fraction 0.1 = 8,192 MiB of 81,920
  * and peaks at 12,000 MiB; 100 s of work. It starts at 0 (an MPS share needs no
@@ -391,8 +448,10 @@ int main(void)
         cmocka_unit_test(test_class_sharing),
         cmocka_unit_test(test_class_truncated),
         cmocka_unit_test(test_record_keeps_largest),
+        cmocka_unit_test(test_oom_bump),
         cmocka_unit_test(test_memory_for),
         cmocka_unit_test(test_sim_oom_does_not_repeat),
+        cmocka_unit_test(test_sim_oom_leaves_headroom),
         cmocka_unit_test(test_sim_fraction_oom_does_not_repeat),
         cmocka_unit_test(test_sim_oom_beyond_every_gpu_is_unschedulable),
     };
