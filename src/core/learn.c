@@ -55,20 +55,29 @@ static LearnEntry *find(const Learn *l, const char *cls)
     return NULL;
 }
 
-int learn_record(Learn *l, const char *cls, uint64_t peak_mib)
+/* The entry of a class, added when new; NULL when out of memory. */
+static LearnEntry *entry(Learn *l, const char *cls)
 {
     LearnEntry *e = find(l, cls);
-    if (e) {
-        if (peak_mib > e->peak_mib)
-            e->peak_mib = peak_mib;
-        return 0;
-    }
+    if (e)
+        return e;
     if (GROW(l->e, l->cap, l->n + 1) < 0)
-        return -ENOMEM;
+        return NULL;
     char *copy = strdup(cls);
     if (!copy)
+        return NULL;
+    e = &l->e[l->n++];
+    *e = (LearnEntry){.cls = copy};
+    return e;
+}
+
+int learn_record(Learn *l, const char *cls, uint64_t peak_mib)
+{
+    LearnEntry *e = entry(l, cls);
+    if (!e)
         return -ENOMEM;
-    l->e[l->n++] = (LearnEntry){.cls = copy, .peak_mib = peak_mib};
+    if (peak_mib > e->peak_mib)
+        e->peak_mib = peak_mib;
     return 0;
 }
 
@@ -78,11 +87,13 @@ int learn_record(Learn *l, const char *cls, uint64_t peak_mib)
 
 int learn_oom(Learn *l, const char *cls, uint64_t peak_mib, uint64_t granted_mib)
 {
+    LearnEntry *e = entry(l, cls);
+    if (!e)
+        return -ENOMEM;
     uint64_t bumped = (granted_mib * OOM_BUMP_NUM + OOM_BUMP_DEN - 1) / OOM_BUMP_DEN;
-    int err = learn_record(l, cls, peak_mib > bumped ? peak_mib : bumped);
-    if (err)
-        return err;
-    LearnEntry *e = find(l, cls);
+    uint64_t need = peak_mib > bumped ? peak_mib : bumped;
+    if (need > e->peak_mib)
+        e->peak_mib = need;
     return (int)e->ooms++;
 }
 
