@@ -23,10 +23,11 @@ cat >>"$OUT" <<'TEXT'
 be MIG-partitioned, 16 L4; four teams whose guarantees add up to 128 GPUs) under a day of
 work from each mix, five generator seeds each:
 
-- `examples/mix-demo.yaml`: model servers holding about 63 MIG slices, a backlog of gang
-  training (8-64, 2-8 and 1-4 GPUs), batch work and notebooks;
-- `examples/mix-backlog.yaml`: a training-heavy day where every GPU shape has work
-  waiting (a 1-GPU sweep backlog on top of the gangs), servers again about 64 slices.
+- `examples/mix-demo.yaml`: model servers holding about 73 MIG slices (half as many as
+  there are GPUs), a backlog of gang training (8-64, 2-8 and 1-4 GPUs) and of 1-GPU sweep
+  trials, so every GPU shape has work waiting, batch work and notebooks;
+- `examples/mix-backlog.yaml`: a training-heavy day, the servers (about 72 slices), the
+  gangs and the sweep without the notebooks and batch evaluations.
 
 Utilisation and allocation are over the window 4 h-24 h after the first submission
 (arrivals stop at 24 h; the first hours fill an empty cluster): utilisation is busy
