@@ -35,6 +35,10 @@ GPU-equivalents over capacity (a job uses min(busy x GPUs asked, what it holds))
 allocation what jobs hold. Waits, JCTs and the rest are over the whole run; "guarantee
 met" is the worst team's share of the time it had in-guarantee work waiting over 2
 minutes and held its guarantee. Charts of seed 1: `bench/charts/<mix>/chart-<policy>.svg`.
+k8s-default is kube-scheduler: priority then age, priority preemption, whole GPUs (no
+MIG, no MPS), no quotas. It places a multi-worker job whole or not at all, which is
+kinder to it than kube without a gang scheduler, where pods bind one by one and a partly
+bound job holds its GPUs idle until the rest arrive.
 
 TEXT
 
