@@ -90,8 +90,8 @@ int learn_oom(Learn *l, const char *cls, uint64_t peak_mib, uint64_t granted_mib
     LearnEntry *e = entry(l, cls);
     if (!e)
         return -ENOMEM;
-    uint64_t bumped = (granted_mib * OOM_BUMP_NUM + OOM_BUMP_DEN - 1) / OOM_BUMP_DEN;
-    uint64_t need = peak_mib > bumped ? peak_mib : bumped;
+    uint64_t seen = peak_mib > granted_mib ? peak_mib : granted_mib;
+    uint64_t need = (seen * OOM_BUMP_NUM + OOM_BUMP_DEN - 1) / OOM_BUMP_DEN;
     if (need > e->peak_mib)
         e->peak_mib = need;
     return (int)e->ooms++;

@@ -27,10 +27,12 @@ void learn_class_of(const JobSpec *j, char *out, size_t outlen);
 /* Record a peak seen for a class (keeps the largest). 0 or -ENOMEM. */
 int learn_record(Learn *l, const char *cls, uint64_t peak_mib);
 /* Record an out-of-memory failure of a class in a grant of granted_mib: the class needs
- * its peak and, since one job overran, headroom above the grant it overran, as
- * Kubernetes' vertical pod autoscaler raises memory by a fifth after an OOM kill (its
- * OOMBumpUpRatio): the next job of a class whose peaks vary is not sized to the one peak
- * seen. Returns how many OOMs the class had before this one, or -ENOMEM. */
+ * a fifth more than the peak it reached (at least the grant it overran), as Kubernetes'
+ * vertical pod autoscaler raises memory by a fifth after an OOM kill (its
+ * OOMBumpUpRatio): one job overran, so the class's peaks vary, and the next job is not
+ * sized to the one peak seen. (A fifth above the grant alone is not enough where grants
+ * are exact, as MPS shares are: a peak a tenth above the first overran again.) Returns
+ * how many OOMs the class had before this one, or -ENOMEM. */
 int learn_oom(Learn *l, const char *cls, uint64_t peak_mib, uint64_t granted_mib);
 /* The learned peak of a class, 0 when nothing is known. */
 uint64_t learn_peak(const Learn *l, const char *cls);

@@ -152,17 +152,22 @@ static void test_record_keeps_largest(void **state)
  * its class learned 30,000, it gets 30,000; learned 10,000, still 20,000 (never less than
  * it asks). A slice job by profile gets the learned peak, or 0 when nothing is known. What
  * another class learned does not apply. */
-/* learn_oom: the peak or a fifth above the grant, whichever is more; it counts the
- * class's OOMs. 40,192 x 6 / 5 = 48,230.4, rounded up to 48,231. */
+/* learn_oom: a fifth above the peak or the grant, whichever is more, rounded up; it counts
+ * the class's OOMs. 40,268 x 6 / 5 = 48,321.6, rounded up to 48,322; 60,000 gives 72,000;
+ * 8,192 (a peak reported below the grant) gives 9,830.4, 9,831. */
 static void test_oom_bump(void **state)
 {
     (void)state;
     Learn l = {0};
     assert_int_equal(learn_oom(&l, "search/s", 40268, 40192), 0);
-    assert_int_equal(learn_peak(&l, "search/s"), 48231);
-    assert_int_equal(learn_oom(&l, "search/s", 60000, 48231), 1);
-    assert_int_equal(learn_peak(&l, "search/s"), 60000);
-    assert_int_equal(learn_oom(&l, "ads/s", 9000, 8192), 0);
+    assert_int_equal(learn_peak(&l, "search/s"), 48322); /* ceil(40,268 x 1.2) */
+    assert_int_equal(learn_oom(&l, "search/s", 60000, 48322), 1);
+    assert_int_equal(learn_peak(&l, "search/s"), 72000);
+    /* a lower peak never lowers what was learned */
+    assert_int_equal(learn_oom(&l, "search/s", 50000, 40000), 2);
+    assert_int_equal(learn_peak(&l, "search/s"), 72000);
+    /* killed at its grant: the grant is the least it needed */
+    assert_int_equal(learn_oom(&l, "ads/s", 8000, 8192), 0);
     assert_int_equal(learn_peak(&l, "ads/s"), 9831);
     learn_free(&l);
 }
@@ -335,15 +340,15 @@ static void test_sim_oom_does_not_repeat(void **state)
     world_free(&w);
 }
 
-/* Rule: an OOM leaves the class headroom above the grant it overran (a fifth, as VPA's
- * OOM bump), so a later job that peaks higher than the one seen still fits, on any
+/* Rule: an OOM leaves the class headroom above the peak and the grant it overran (a
+ * fifth, as VPA's OOM bump), so a later job that peaks higher than the one seen still fits, on any
  * model. One A100-80GB and one H100-80GB-SXM5, MIG allowed; class search/s, each job
  * held to one model:
  *   0 s    s-1 (A100) asks 33,851 MiB: 3g.40gb (40,192 MiB), carved, starts at 10 s; it
- *          peaks at 40,268 and runs out of memory at 40 s. Learned: max(40,268, 40,192
- *          x 1.2 = 48,231) = 48,231, which only 7g.80gb holds: the idle 3g.40gb is
+ *          peaks at 40,268 and runs out of memory at 40 s. Learned: max(40,268, 40,192)
+ *          x 1.2 = 48,322, which only 7g.80gb holds: the idle 3g.40gb is
  *          re-carved and s-1 starts again at 50 s; it finishes at 150 s.
- *   500 s  s-2 (H100) asks 33,851 and peaks at 46,557: sized 48,231 it gets 7g.80gb
+ *   500 s  s-2 (H100) asks 33,851 and peaks at 46,557: sized 48,322 it gets 7g.80gb
  *          (a reconfiguration: starts at 510 s) and finishes at 610 s. Learning the one
  *          peak alone (40,268) would have given it the H100's 3g.40gb (40,448 MiB) and
  *          run it out of memory again.
@@ -377,13 +382,17 @@ static void test_sim_oom_leaves_headroom(void **state)
     world_free(&w);
 }
 
-/* Rule: a gpu_fraction job is sized from what its class learned, like a slice. One
- * A100-80GB, not partitioned. f-1 (search) asks gpu_fraction 0.1 = 8,192 MiB of 81,920
- * and peaks at 12,000 MiB; 100 s of work. It starts at 0 (an MPS share needs no
- * reconfiguration) and runs out of memory at 30 s. It is sized up to the share that
- * holds 12,000 MiB, ceil(12,000 x 1000 / 81,920) = 147 thousandths (12,042 MiB), started
- * again at 30 s and finished at 130 s: one OOM, no repeat. (It failed by never ending:
- * restarted at 0.1, the job ran out of memory every 30 s for ever.) */
+/* Rule: a gpu_fraction job is sized from what its class learned, like a slice, with the
+ * headroom an OOM leaves. One A100-80GB, not partitioned. f-1 (search) asks gpu_fraction
+ * 0.1 = 8,192 MiB of 81,920 and peaks at 12,000 MiB; 100 s of work. It starts at 0 (an
+ * MPS share needs no reconfiguration) and runs out of memory at 30 s. The class learns
+ * 12,000 x 1.2 = 14,400 MiB: f-1 is sized up to the share that holds it, ceil(14,400 x
+ * 1000 / 81,920) = 176 thousandths (14,418 MiB), started again at 30 s and finished at
+ * 130 s. f-2 of the same class arrives at 500 s, asks 0.1 too and peaks at 14,000 MiB,
+ * a sixth above f-1's peak: it starts with 0.176 and finishes at 600 s. One OOM, no
+ * repeat. (It failed by never ending: restarted at 0.1, f-1 ran out of memory every 30 s
+ * for ever; and then, sized to f-1's peak alone, 0.147 or 12,042 MiB, f-2 ran out of
+ * memory again.) */
 static void test_sim_fraction_oom_does_not_repeat(void **state)
 {
     (void)state;
@@ -393,15 +402,18 @@ static void test_sim_fraction_oom_does_not_repeat(void **state)
                "pools:\n"
                "  - {name: a, tier: owned, nodes: 1, node: {gpu_model: A100-80GB, gpus: 1}}\n",
                "id,team,kind,gpu_fraction,submit_s,duration_s,peak_memory_mib\n"
-               "f-1,search,inference,0.1,0,100,12000\n");
+               "f-1,search,inference,0.1,0,100,12000\n"
+               "f-2,search,inference,0.1,500,100,14000\n");
     RunResult r;
     run(&w, &r);
     assert_int_equal(r.time.oom_failures, 1);
     assert_int_equal(r.time.oom_repeats, 0);
-    assert_int_equal(r.time.finished, 1);
+    assert_int_equal(r.time.finished, 2);
     event_is(&r, "oom", "f-1", 0, 30000, NULL);
-    event_is(&r, "start", "f-1", 1, 30000, "\"fraction\": 0.147");
+    event_is(&r, "start", "f-1", 1, 30000, "\"fraction\": 0.176");
     event_is(&r, "finish", "f-1", 0, 130000, NULL);
+    event_is(&r, "start", "f-2", 0, 500000, "\"fraction\": 0.176");
+    event_is(&r, "finish", "f-2", 0, 600000, NULL);
     run_result_free(&r);
     world_free(&w);
 }
