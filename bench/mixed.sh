@@ -36,9 +36,10 @@ allocation what jobs hold. Waits, JCTs and the rest are over the whole run; "gua
 met" is the worst team's share of the time it had in-guarantee work waiting over 2
 minutes and held its guarantee. Charts of seed 1: `bench/charts/<mix>/chart-<policy>.svg`.
 k8s-default is kube-scheduler: priority then age, priority preemption, whole GPUs (no
-MIG, no MPS), no quotas. It places a multi-worker job whole or not at all, which is
-kinder to it than kube without a gang scheduler, where pods bind one by one and a partly
-bound job holds its GPUs idle until the rest arrive.
+MIG, no MPS), no quotas, no gang: it binds a multi-worker job's workers one by one, as
+kube binds pods, and a partly bound job holds its GPUs idle (allocated, not busy) until
+the rest are bound. The mixes have few such jobs (Philly's rows from 8 GPUs up are
+mostly one 8-GPU worker), so that costs k8s-default little here.
 
 TEXT
 
