@@ -271,6 +271,27 @@ double frag_node(const FragMix *fm, const NodeView *v, bool host_aware)
     return f;
 }
 
+void frag_leftover_waste(const FragMix *fm, uint8_t model, double min_weight, uint16_t ret[1001])
+{
+    /* unbounded knapsack: fill[L] is the most of L the shares can fill */
+    uint16_t fill[1001] = {0};
+    ret[0] = 0;
+    for (unsigned left = 1; left <= 1000; left++) {
+        unsigned best = left == 1000 ? 1000 : 0;
+        for (size_t k = 0; k < fm->n; k++) {
+            const FragEntry *e = &fm->e[k];
+            unsigned s = e->milli[model];
+            if (e->whole || e->gpus != 1 || !s || s > left || !(e->models & (1ull << model)) ||
+                e->weight < min_weight)
+                continue;
+            if (s + fill[left - s] > best)
+                best = s + fill[left - s];
+        }
+        fill[left] = (uint16_t)best;
+        ret[left] = (uint16_t)(left - best);
+    }
+}
+
 int frag_cache_init(FragCache *fc, const Cluster *c, const Mix *mix)
 {
     *fc = (FragCache){.n_nodes = c->n_nodes};

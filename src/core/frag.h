@@ -70,6 +70,12 @@ void frag_view_take_mig(NodeView *v, const Request *r, unsigned index, int p, un
 /* Fragmented idle compute of the node against the mix, in thousandths of a GPU. */
 double frag_node(const FragMix *fm, const NodeView *v, bool host_aware);
 
+/* Leftover waste: ret[L] is the part of L free thousandths of one GPU that no sum of
+ * the mix's one-GPU shares of `model` weighing at least `min_weight` each can fill
+ * (L = 1000 counts as filled). It sees what best-fit does not: 530 left beside a 470
+ * takes another 470, while 210 left beside 470 + 320 stays idle for good. */
+void frag_leftover_waste(const FragMix *fm, uint8_t model, double min_weight, uint16_t ret[1001]);
+
 /* Idle compute of the node in thousandths, counted as frag_node counts it. */
 unsigned frag_idle(const NodeView *v);
 
