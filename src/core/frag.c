@@ -184,6 +184,19 @@ unsigned frag_idle(const NodeView *v)
     return idle;
 }
 
+unsigned frag_stranded_slices(const NodeView *v, unsigned i)
+{
+    const MigLayout *l;
+    uint8_t busy;
+    if (!v->gm->mig_compute_slices || !view_mig(v, i, &l, &busy) || !busy)
+        return 0;
+    MigSummary sum;
+    mig_summarize(v->gm, l, busy, &sum);
+    unsigned left = v->gm->mig_compute_slices - sum.compute;
+    unsigned can = mig_addable(v->gm, &sum, mig_smallest_profile_for_memory(v->gm, 1));
+    return left > can ? left - can : 0;
+}
+
 /* Thousandths of a GPU one instance of profile p holds. */
 static unsigned profile_milli(const GpuModel *m, int p)
 {

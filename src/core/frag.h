@@ -79,6 +79,11 @@ void frag_leftover_waste(const FragMix *fm, uint8_t model, double min_weight, ui
 /* Idle compute of the node in thousandths, counted as frag_node counts it. */
 unsigned frag_idle(const NodeView *v);
 
+/* Compute slices of GPU i in the view that no MIG instance can use any more: free slices
+ * beyond what instances of the smallest profile could still take (their memory is
+ * gone). 0 for a GPU that is not partitioned or holds nothing. */
+unsigned frag_stranded_slices(const NodeView *v, unsigned i);
+
 /* The mix plus each node's fragmentation (FGD's and host-aware), cached while the
  * node's version holds. */
 typedef struct FragCache {

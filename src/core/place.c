@@ -328,6 +328,15 @@ static int place_worker(PlaceCtx *ctx, Cluster *c, uint32_t node, const Request 
         const Gpu *g = node_gpu_c(c, n, pick.index);
         if (mode == SLICE_MIG) {
             int p = r->mig_profile[n->model];
+            if (pick.wider) {
+                const GpuModel *m = node_model(c, n);
+                int q = pick.wider - 1;
+                if (r->kind != REQ_MEMORY || q >= m->n_profiles ||
+                    m->profiles[q].memory_slices != m->profiles[p].memory_slices ||
+                    m->profiles[q].compute_slices <= m->profiles[p].compute_slices)
+                    return -EINVAL;
+                p = q;
+            }
             if (!(g->mig.profile_at[pick.start] == p && !(g->mig_busy & (1u << pick.start)))) {
                 MigLayout after = g->mig;
                 mig_place(node_model(c, n), &after, g->mig_busy, p, pick.start);

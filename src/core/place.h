@@ -35,6 +35,9 @@ typedef struct SlicePick {
     uint8_t index; /* GPU inside the node */
     uint8_t start; /* MIG: start slot of the instance */
     bool mig;      /* a MIG instance (else an MPS share) */
+    /* MIG, for a request by memory: 0 = the request's profile; else 1 + a profile with the
+     * same memory slices and more compute, given where that compute would be stranded */
+    uint8_t wider;
 } SlicePick;
 
 enum {

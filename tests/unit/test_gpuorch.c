@@ -4,7 +4,8 @@
  * only because of the policy. Scarcity: small CPU-hungry work stays off the only node
  * kind that can host a rare large shape while other nodes fit it. MIG: a second slice
  * goes onto the GPU already partitioned rather than cutting a whole GPU elsewhere, and
- * an idle instance of the right profile is reused rather than re-carved. Topology: a
+ * an idle instance of the right profile is reused rather than re-carved, and a job
+ * that asks by memory takes the compute no other instance could use. Topology: a
  * multi-GPU worker prefers NVSwitch and a single GPU PCIe when fragmentation is equal,
  * but not over fragmentation. With no mix at all it still places everything that
  * fits. */
@@ -272,6 +273,69 @@ static void test_reuse_idle_instance(void **state)
     cluster_free(c);
 }
 
+/* A job that asks by memory gets the smallest profile that holds it, widened to the
+ * profile with the same memory slices and more compute only where that compute would
+ * otherwise be stranded (no memory left for any instance to use it). On an H100 a
+ * 3g.40gb at 0 leaves slots 4-7, where instances can use 3 of the 4 compute slices left
+ * (3g.40gb@4, or 1g.10gb at 4, 5, 6): one is stranded, and 4g.40gb@0 takes it. Four
+ * 20 GB jobs on one GPU: as 1g.20gb each they hold 4 of its 7 compute slices with all 8
+ * memory slots gone; widened, 2g.20gb at 0, 2 and 4 and 1g.20gb at 6 hold all 7. A job
+ * that names its profile gets that profile. */
+static void test_wider_profile(void **state)
+{
+    (void)state;
+    Mix mix;
+    Shape mem33 = {.req = REQ_MEMORY, .gpu_memory_mib = 33000, .cpu_milli = 1000};
+    Shape mig3g = {.req = REQ_MIG, .mig = "3g.40gb", .cpu_milli = 1000};
+    Shape mem19 = {.req = REQ_MEMORY, .gpu_memory_mib = 19000, .cpu_milli = 1000};
+
+    /* next to a busy 3g.40gb@4: by memory 4g.40gb@0, by name 3g.40gb@0 */
+    for (int named = 0; named < 2; named++) {
+        Cluster *c = h100_nodes(1, 1, &mix);
+        MigLayout l;
+        mig_layout_clear(&l);
+        l.profile_at[4] = (uint8_t)profile(c, 0, "3g.40gb");
+        assert_int_equal(cluster_set_mig(c, 0, 0, &l), 0);
+        WorkerAlloc w = {.node = 0, .cpu_milli = 1000, .n_grants = 1};
+        w.grants[0] =
+            (Grant){.index = 0, .kind = GRANT_MIG, .mig_profile = l.profile_at[4], .mig_start = 4};
+        cluster_apply_worker(c, &w);
+        Placement pl = {0};
+        assert_int_equal(place("gpuorch", c, &mix, NULL, named ? mig3g : mem33, &pl), 1);
+        const Grant *g = &pl.workers[0].grants[0];
+        assert_int_equal(g->kind, GRANT_MIG);
+        assert_int_equal(g->mig_start, 0);
+        assert_int_equal(g->mig_profile, profile(c, 0, named ? "3g.40gb" : "4g.40gb"));
+        assert_int_equal(node_gpu_c(c, &c->nodes[0], 0)->used_units,
+                         (named ? 6 : 7) * (GPU_UNITS / 7));
+        placement_free(&pl);
+        drop(c, &mix);
+    }
+
+    /* four 20 GB jobs fill one GPU's compute */
+    Cluster *c = h100_nodes(1, 1, &mix);
+    unsigned n2g = 0, n1g = 0;
+    for (int k = 0; k < 4; k++) {
+        Placement pl = {0};
+        assert_int_equal(place("gpuorch", c, &mix, NULL, mem19, &pl), 1);
+        int p = pl.workers[0].grants[0].mig_profile;
+        n2g += p == profile(c, 0, "2g.20gb");
+        n1g += p == profile(c, 0, "1g.20gb");
+        placement_free(&pl);
+    }
+    assert_int_equal(n2g, 3);
+    assert_int_equal(n1g, 1);
+    const Gpu *gpu = node_gpu_c(c, &c->nodes[0], 0);
+    assert_int_equal(gpu->used_units, GPU_UNITS);
+    assert_int_equal(mig_occupied_mask(node_model(c, &c->nodes[0]), &gpu->mig, gpu->mig_busy),
+                     0xff);
+    /* a fifth finds no room */
+    Placement pl = {0};
+    assert_int_equal(place("gpuorch", c, &mix, NULL, mem19, &pl), 0);
+    placement_free(&pl);
+    drop(c, &mix);
+}
+
 /* ---- topology ---- */
 
 static void test_topology(void **state)
@@ -397,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_scarcity),
         cmocka_unit_test(test_second_slice_same_gpu),
         cmocka_unit_test(test_reuse_idle_instance),
+        cmocka_unit_test(test_wider_profile),
         cmocka_unit_test(test_topology),
         cmocka_unit_test(test_no_mix),
     };

@@ -4,14 +4,16 @@
  * now, place_job finds a placement. The reference here decides that question from
  * first principles over the cluster state, with its own job resolution, its own MIG
  * validity check and an exhaustive search of MIG instances per GPU; it shares no code
- * with the placer beyond the catalogue. Every placement the placer makes is re-checked
- * grant by grant against a snapshot of the state before it, and a refusal must leave
- * the cluster untouched with a reason. Clusters are small (1-4 nodes of A100-80GB,
- * A30, L4 or H100 with 1-8 GPUs, random MIG permission, interconnect, host size,
- * fabric, tier, leaves and spines); each job set is a sequence of random jobs placed
- * on one cluster, with random releases in between so that idle MIG instances and
- * half-used GPUs appear. A failure prints its seed; BF_SEED=<seed> BF_POLICY=<name>
- * replays one job set and prints the state before each job. */
+ * with the placer beyond the catalogue. A job asking by memory may get a profile with
+ * the same memory and more compute; the reference then checks, exhaustively, that the
+ * GPU can still reach at least as much compute as with the smallest profile. Every placement the
+ * placer makes is re-checked grant by grant against a snapshot of the state before it, and a
+ * refusal must leave the cluster untouched with a reason. Clusters are small (1-4 nodes of
+ * A100-80GB, A30, L4 or H100 with 1-8 GPUs, random MIG permission, interconnect, host size, fabric,
+ * tier, leaves and spines); each job set is a sequence of random jobs placed on one cluster, with
+ * random releases in between so that idle MIG instances and half-used GPUs appear. A failure prints
+ * its seed; BF_SEED=<seed> BF_POLICY=<name> replays one job set and prints the state before each
+ * job. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,6 +103,31 @@ static unsigned ref_mig_room(const GpuModel *m, MigLayout *l, int p, int from, u
         if (ref_layout_valid(m, l)) {
             unsigned k = 1 + ref_mig_room(m, l, p, s + 1, limit - 1);
             best = k > best ? k : best;
+        }
+        l->profile_at[s] = MIG_NONE;
+    }
+    return best;
+}
+
+/* Most compute slices a valid layout can hold that keeps l's instances and adds any
+ * (no media-extension ones): every start and profile, again after each. */
+static unsigned ref_max_compute(const GpuModel *m, MigLayout *l, int from)
+{
+    unsigned best = 0;
+    for (int s = 0; s < MIG_MAX_SLOTS; s++)
+        if (l->profile_at[s] != MIG_NONE)
+            best += m->profiles[l->profile_at[s]].compute_slices;
+    for (int s = from; s < MIG_MAX_SLOTS; s++) {
+        if (l->profile_at[s] != MIG_NONE)
+            continue;
+        for (int p = 0; p < m->n_profiles; p++) {
+            if (m->profiles[p].media_extension)
+                continue;
+            l->profile_at[s] = (uint8_t)p;
+            if (ref_layout_valid(m, l)) {
+                unsigned k = ref_max_compute(m, l, s + 1);
+                best = k > best ? k : best;
+            }
         }
         l->profile_at[s] = MIG_NONE;
     }
@@ -394,15 +421,38 @@ static void check_placement(const Cluster *c, const JobSpec *j, const Snap *befo
                 break;
             case ASK_MIG:
                 CHECK(gr->kind == GRANT_MIG, "grant kind %u for a MIG slice", gr->kind);
-                CHECK(gr->mig_profile == a.profile, "profile %u, want %d", gr->mig_profile,
-                      a.profile);
                 CHECK(gr->mig_start < MIG_MAX_SLOTS && g->mode == GPU_MIG &&
-                          g->mig.profile_at[gr->mig_start] == a.profile,
-                      "instance %d@%u not in the layout", a.profile, gr->mig_start);
+                          g->mig.profile_at[gr->mig_start] == gr->mig_profile,
+                      "instance %u@%u not in the layout", gr->mig_profile, gr->mig_start);
                 CHECK(!((g->mig_busy >> gr->mig_start) & 1), "instance already busy");
+                if (gr->mig_profile != a.profile) {
+                    /* a job by memory may get more compute, only what no instance could
+                     * otherwise use: the GPU can reach at least as much compute */
+                    const MigProfile *q = &m->profiles[gr->mig_profile],
+                                     *p = &m->profiles[a.profile];
+                    CHECK(j->req == REQ_MEMORY && gr->mig_profile < m->n_profiles &&
+                              !q->media_extension && q->memory_slices == p->memory_slices &&
+                              q->compute_slices > p->compute_slices,
+                          "profile %u, want %d", gr->mig_profile, a.profile);
+                    MigLayout kept, narrow;
+                    mig_layout_clear(&kept);
+                    for (int st = 0; st < MIG_MAX_SLOTS; st++)
+                        if ((g->mig_busy >> st) & 1)
+                            kept.profile_at[st] = g->mig.profile_at[st];
+                    narrow = kept;
+                    kept.profile_at[gr->mig_start] = gr->mig_profile;
+                    narrow.profile_at[gr->mig_start] = (uint8_t)a.profile;
+                    CHECK(ref_layout_valid(m, &narrow), "no %d@%u beside the busy instances",
+                          a.profile, gr->mig_start);
+                    unsigned wide_max = ref_max_compute(m, &kept, 0),
+                             narrow_max = ref_max_compute(m, &narrow, 0);
+                    CHECK(wide_max >= narrow_max,
+                          "widened to %u@%u, the GPU can reach %u compute slices, not %u",
+                          gr->mig_profile, gr->mig_start, wide_max, narrow_max);
+                }
                 g->mig_busy |= (uint8_t)(1u << gr->mig_start);
-                g->used_units +=
-                    m->profiles[a.profile].compute_slices * (GPU_UNITS / m->mig_compute_slices);
+                g->used_units += m->profiles[gr->mig_profile].compute_slices *
+                                 (GPU_UNITS / m->mig_compute_slices);
                 break;
             case ASK_SHARE:
                 CHECK(gr->kind == GRANT_SHARE, "grant kind %u for a share", gr->kind);
