@@ -7,8 +7,9 @@
  * strand and refuses on memory. MIG: a MIG request counts a partitioned GPU's idle
  * compute minus what its still-addable instances hold; shares and whole GPUs cannot
  * use a GPU with busy instances. Also: the what-if view edits, the per-node cache
- * (same value as a fresh computation, recomputed after a change), and the scarcity
- * weighting. Every policy that scores fragmentation (fgd, gpuorch) stands on these
+ * (same value as a fresh computation, recomputed after a change), the scarcity
+ * weighting, and the leftover waste (what of a GPU's free room no sum of common shares
+ * fills). Every policy that scores fragmentation (fgd, gpuorch) stands on these
  * numbers, so each category is pinned on its own before they are summed. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -651,6 +652,45 @@ static void test_scarcity(void **state)
     cluster_free(c);
 }
 
+/* frag_leftover_waste on shares of 470, 320 and 650 (weights 0.5, 0.3, 0.2), a rare 160
+ * (0.005) and whole GPUs (never fillers), worked by hand as an unbounded knapsack:
+ *   common sizes only (min weight 0.01): 210 left takes nothing (210 wasted); 530 takes
+ *   a 470 (60); 680 a 650 (30); 790 = 470 + 320 and 940 = 470 + 470 (0); 1000, a whole
+ *   idle GPU, counts as filled;
+ *   the rare 160 too (min weight 0): 210 takes a 160 (50); 530 = 320 + 160 (50). */
+static void test_leftover_waste(void **state)
+{
+    (void)state;
+    Cluster *c = cluster_new("w");
+    assert_non_null(c);
+    add(c, (PoolArgs){.name = "v", .model = "V100", .gpus = 8});
+    const unsigned sizes[] = {470, 320, 650, 160};
+    const double weights[] = {0.5, 0.3, 0.2, 0.005};
+    Mix m = {0};
+    for (size_t i = 0; i < 4; i++) {
+        Request r = request(c, (Shape){.req = REQ_FRACTION, .milli = sizes[i]});
+        assert_int_equal(mix_add(&m, &r, weights[i]), 0);
+    }
+    Request whole = request(c, (Shape){.req = REQ_GPUS, .gpus = 1});
+    assert_int_equal(mix_add(&m, &whole, 1.0), 0);
+    FragMix fm;
+    assert_int_equal(frag_mix_init(&fm, &m), 0);
+    uint8_t model = c->nodes[0].model;
+    uint16_t w[1001];
+    frag_leftover_waste(&fm, model, 0.01, w);
+    const unsigned left[] = {0, 100, 210, 530, 680, 790, 940, 1000};
+    const unsigned common[] = {0, 100, 210, 60, 30, 0, 0, 0};
+    const unsigned all[] = {0, 100, 50, 50, 30, 0, 0, 0};
+    for (size_t i = 0; i < 8; i++)
+        assert_int_equal(w[left[i]], common[i]);
+    frag_leftover_waste(&fm, model, 0, w);
+    for (size_t i = 0; i < 8; i++)
+        assert_int_equal(w[left[i]], all[i]);
+    frag_mix_free(&fm);
+    mix_free(&m);
+    cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -661,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_view_take_whole_idle_mig),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_scarcity),
+        cmocka_unit_test(test_leftover_waste),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
