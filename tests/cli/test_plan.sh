@@ -106,7 +106,10 @@ no_double_allocation "$T/c.json"
 json_ok "$T/c.json" '[p for p in d["placements"] if p["job"] in ("llama-serve", "ranker-mig", "llm-sft", "notebook-alice")] == json.load(open(sys.argv[1].replace("c.json", "part.json")))["placements"]'
 json_ok "$T/c.json" 'len(set(p["job"] for p in d["placements"])) == 11'
 json_ok "$T/c.json" '[p["job"] for p in d["pending"]] == ["llm-pretrain-70b"]'
-json_ok "$T/c.json" 'abs(d["summary"]["gpu_equivalents_allocated"] - json.load(open(sys.argv[1].replace("c.json", "a.json")))["summary"]["gpu_equivalents_allocated"]) < 0.011'
+# each worker placed once, as in the fresh plan (where the others land, and so the
+# GPU-equivalents they hold, may differ: a job asking by memory may take a MIG slice
+# there and an MPS share here)
+json_ok "$T/c.json" 'sorted((p["job"], p["worker"]) for p in d["placements"]) == sorted((p["job"], p["worker"]) for p in json.load(open(sys.argv[1].replace("c.json", "a.json")))["placements"])'
 
 # a state naming a node the cluster lacks
 sed 's/"h100-0"/"h100-9"/' "$T/a.json" >"$T/badnode.json"
