@@ -289,8 +289,9 @@ static void test_preempt(void **state)
     int64_t t0 = agent_mono_ms();
     worker_request_stop(w, WSTOP_PREEMPT, t0);
     assert_int_equal(w->stop_phase, SP_CHECKPOINT);
-    assert_true(until_ended(w, 8000));
-    assert_true(agent_mono_ms() - t0 < 5000);
+    /* well inside the 20 s grace, with room for a loaded machine */
+    assert_true(until_ended(w, 15000));
+    assert_true(agent_mono_ms() - t0 < 15000);
     assert_true(w->has_exit_code);
     assert_int_equal(w->exit_code, 143);
     assert_non_null(w->checkpoint);
