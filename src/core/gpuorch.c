@@ -5,7 +5,9 @@
  *     the right interconnect (NVSwitch, then NVLink pairs, for multi-GPU workers; PCIe
  *     for single GPUs and slices, keeping the NVSwitch nodes for training); for a GPU
  *     share, the growth also counts, WASTE_WEIGHT times over, how much more of the
- *     chosen GPU's leftover no sum of common share sizes can fill (frag_leftover_waste);
+ *     chosen GPU's leftover no sum of common share sizes can fill (frag_leftover_waste)
+ *     than the share would leave on an empty GPU (for a request that can only be a
+ *     share);
  *  2. among nodes equal on that, how much the host-aware fragmentation against every
  *     shape of the mix grows (the GPU capacity CPU and memory would strand as well),
  *     each shape weighted by how often it comes and by how few nodes could host it, in
@@ -19,11 +21,16 @@
  * next request fits, so it gladly puts a 320 beside a 470 and leaves 210 that no common
  * share fills, where a fresh GPU would have been completed by a 650; at 130% demand
  * every share size is plentiful, and what stays idle is exactly such leftovers. Only
- * shares of at least WASTE_MIN_WEIGHT of the mix count as fillers: the rare small ones
- * would make nearly every leftover look fillable. Why the host-aware tie-break: it is
- * where FGD loses capacity, GPUs stranded on nodes whose CPU ran out. Why scarcity:
- * CPU-hungry small work otherwise drifts to the CPU-rich nodes that are the only home
- * of the large requests, which then fail at 65% load.
+ * shares weighing at least WASTE_MIN_SHARE of the most common share count as fillers:
+ * the rare small ones would make nearly every leftover look fillable. Why against an
+ * empty GPU: the waste a share leaves on one is the same on every node, so it ranks
+ * nothing, but inside the sigmoid it moved every choice of that share onto the flat
+ * part, where the steps are wide (an 810 leaves 190); which choices then tied or
+ * flipped depended on the weight by chance (8 -> 96.01%, 10 -> 95.76%, 12 -> 96.00%).
+ * Why the host-aware tie-break: it is where FGD loses capacity, GPUs stranded on nodes
+ * whose CPU ran out. Why scarcity: CPU-hungry small work otherwise drifts to the
+ * CPU-rich nodes that are the only home of the large requests, which then fail at 65%
+ * load.
  *
  * Inside a node a slice goes where FGD's fragmentation grows least, then to the GPU left
  * with the least room (best fit), preferring an existing MIG instance to a
@@ -55,12 +62,18 @@
 /* Most a shape's weight grows for scarcity in the tie-break (frag_mix_by_scarcity). */
 #define SCARCITY_CAP 30.0
 /* A thousandth of a GPU left that common shares cannot fill, against one of growth.
- * Measured on the Alibaba trace at 130% demand, seeds 42-51: 8 lifts allocation
- * by about 0.2 points; the response is not smooth (10 gave 0.25 points less than 8),
- * because the term moves shares across the coarse steps of the primary score. */
-#define WASTE_WEIGHT 8.0
-/* Least weight in the typical mix of a share size that counts as filling leftovers. */
-#define WASTE_MIN_WEIGHT 0.012
+ * Measured on the Alibaba trace at 130% demand (seeds 42-51, 52-61, 62-71), 36 to 256
+ * all give 96.09-96.16% (95.78% without the term, seeds 42-51); 8 to 24 give
+ * 96.00-96.07, 4 gives 95.91-95.93. Large, because a share that leaves an unfillable
+ * leftover where another node would not should almost never win on fragmentation. */
+#define WASTE_WEIGHT 96.0
+/* Least weight of a share size in the typical mix, against the weight of the most
+ * common share, for it to count as filling leftovers. Relative, because how often the
+ * common sizes come scales with the part of the work that is shared: on the Alibaba
+ * traces 0.09 keeps 810, 470, 650, 320, 460 and 230 as fillers on the default trace and
+ * on gpushare100, where every GPU request is a share; there an absolute 0.012 took in
+ * 160 as well, so an 810's leftover looked fillable (86.31% at 130%, FGD 86.77%). */
+#define WASTE_MIN_SHARE 0.09
 
 /* The two views of the expected mix: its common shapes (FGD's typical requests) rank
  * nodes; all of its shapes, rare large ones included and weighted up by scarcity,
@@ -69,6 +82,22 @@ typedef struct State {
     FragCache common, all;
     uint16_t (*waste)[1001]; /* per cluster model: frag_leftover_waste of the common mix */
 } State;
+
+/* The leftover waste of each cluster model, fillers chosen against the most common
+ * one-GPU share of that model. */
+static void waste_tables(const FragMix *fm, const Cluster *c, uint16_t (*ret)[1001])
+{
+    for (size_t m = 0; m < c->n_models; m++) {
+        double most = 0;
+        for (size_t k = 0; k < fm->n; k++) {
+            const FragEntry *e = &fm->e[k];
+            if (!e->whole && e->gpus == 1 && e->milli[m] && (e->models & (1ull << m)) &&
+                e->weight > most)
+                most = e->weight;
+        }
+        frag_leftover_waste(fm, (uint8_t)m, WASTE_MIN_SHARE * most, ret[m]);
+    }
+}
 
 int gpuorch_init(PlaceCtx *ctx, const Cluster *c)
 {
@@ -88,8 +117,8 @@ int gpuorch_init(PlaceCtx *ctx, const Cluster *c)
         st->waste = calloc(c->n_models ? c->n_models : 1, sizeof(*st->waste));
         if (!st->waste)
             err = -ENOMEM;
-        for (size_t m = 0; !err && m < c->n_models; m++)
-            frag_leftover_waste(&st->common.fm, (uint8_t)m, WASTE_MIN_WEIGHT, st->waste[m]);
+        else
+            waste_tables(&st->common.fm, c, st->waste);
     }
     ctx->policy_state = st;
     if (err < 0)
@@ -226,9 +255,15 @@ double gpuorch_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Reque
         if (!best_slice(fc, c, n, r, &after, &pick))
             return -INFINITY;
         if (!pick.mig) {
+            /* against the share on an empty GPU (see the top comment), except for a
+             * request that a MIG instance could take instead: its MIG options count no
+             * waste, and the offset moved it from MIG GPUs onto shared ones (time mode,
+             * mixed cluster, mix-demo seed 2: 75.89% -> 75.17%) */
             const uint16_t *w = st->waste[n->model];
             unsigned before = gpu_free_milli(node_gpu_c(c, n, pick.index));
-            waste = WASTE_WEIGHT * ((double)w[after.left[pick.index]] - w[before]);
+            unsigned want = r->share_milli[n->model] < 1000 ? r->share_milli[n->model] : 1000;
+            double ref = r->kind == REQ_FRACTION ? w[1000 - want] : 0;
+            waste = WASTE_WEIGHT * ((double)w[after.left[pick.index]] - w[before] - ref);
         }
     }
     double pack = PACK_WEIGHT * frag_idle(&after);
