@@ -5,7 +5,8 @@
  * month begins), then kept current cheaply: each run segment that closes is added as
  * it is written, and at each cycle the running jobs add what they held this month so
  * far. The counts live in the scheduler's TeamState, where the cycle reads over_budget.
- * Everything here runs under the server's lock. */
+ * The teams' decayed fair-share usage is rebuilt from the same segments when the server
+ * starts. Everything here runs under the server's lock. */
 #include "server/metering.h"
 
 #include "util/log.h"
@@ -166,4 +167,63 @@ int metering_set_budget(Server *s, const char *team, double budget_gpu_hours, Bu
     }
     pthread_mutex_unlock(&s->lock);
     return status;
+}
+
+/* ---- fair share ---- */
+
+/* Half-lives of history that still count: 2^-30 of a segment is below anything the
+ * ordering could tell apart. */
+#define FAIR_SHARE_HALF_LIVES 30
+
+/* What units held over [from, to) add to a decayed usage at now: units times the
+ * integral of 2^(-(now - t) / half_life) over the span, tenancy_advance's rule in closed
+ * form (no half-life: no decay). */
+static double decayed(double units, int64_t from, int64_t to, int64_t now, int64_t half_life)
+{
+    to = MIN(to, now);
+    if (to <= from)
+        return 0;
+    if (half_life <= 0)
+        return units * (double)(to - from);
+    double k = log(2.0) / (double)half_life;
+    return units * (exp(-k * (double)(now - to)) - exp(-k * (double)(now - from))) / k;
+}
+
+typedef struct Restore {
+    Server *s;
+    int64_t now_ms;
+} Restore;
+
+static int restore_segment(void *arg, const StoreUsage *u)
+{
+    Restore *r = arg;
+    Tenancy *ten = &r->s->sched.ten;
+    int t = team_of(r->s, u->team);
+    uint32_t slot = tenancy_slot(ten, t >= 0 ? (uint32_t)t : TEAM_NONE);
+    ten->teams[slot].usage += decayed((double)metering_units(u->gpu_equivalents), u->start_ms,
+                                      u->end_ms, r->now_ms, ten->half_life_ms);
+    return 0;
+}
+
+int metering_restore_fair_share(Server *s, int64_t now_ms)
+{
+    Tenancy *ten = &s->sched.ten;
+    for (size_t i = 0; i < ten->n_teams; i++)
+        ten->teams[i].usage = 0;
+    int64_t from = ten->half_life_ms > 0
+                       ? MAX((int64_t)0, now_ms - FAIR_SHARE_HALF_LIVES * ten->half_life_ms)
+                       : 0;
+    Restore r = {s, now_ms};
+    int rc = store_usage_query(s->store, from, now_ms, restore_segment, &r);
+    if (rc < 0)
+        return rc;
+    for (size_t k = 0; k < s->n_holding; k++) {
+        const ServerJob *j = s->holding[k];
+        TeamState *ts = &ten->teams[tenancy_slot(ten, j->sj.team)];
+        for (size_t w = 0; w < j->sj.pl.n_workers; w++)
+            ts->usage += decayed((double)worker_units(s->c, &j->sj.pl.workers[w]),
+                                 j->sj.run_start_ms, now_ms, now_ms, ten->half_life_ms);
+    }
+    ten->last_ms = now_ms;
+    return 0;
 }

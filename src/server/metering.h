@@ -43,6 +43,13 @@ void metering_segment_closed(Server *s, const StoreUsage *u);
  * add what running jobs used this month so far, and mark the teams over budget. */
 void metering_cycle(Server *s, int64_t now_ms);
 
+/* Fair share after a restart: set each team's decayed usage at now_ms from the store,
+ * as tenancy_advance would have counted it: every run segment that closed within the
+ * last 30 half-lives, and the runs the server holds again since they began. Call once
+ * the jobs are loaded, before the first cycle; without it every team starts at zero. 0
+ * or a negative errno (the store failed, or out of memory). */
+int metering_restore_fair_share(Server *s, int64_t now_ms);
+
 /* PUT /teams: set a team's budget (GPU-hours per month, 0: none), stored first. Takes
  * the lock; returns an HTTP status with err set as state.h's calls do. */
 int metering_set_budget(Server *s, const char *team, double budget_gpu_hours, Buf *err);

@@ -429,6 +429,10 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         (r = place_ctx_init(&s->ctx, s->c, policy_find("gpuorch"), &s->rng, NULL,
                             s->mix.n ? &s->mix : NULL)) < 0)
         goto fail;
+    if ((r = metering_restore_fair_share(s, server_now_ms())) < 0) {
+        buf_printf(err, "cannot read the teams' past usage from %s", o->db_url);
+        goto fail;
+    }
     s->order_stale = true;
     log_info("event=store_loaded db=%s jobs=%zu unloadable=%zu holding=%zu queued=%zu", o->db_url,
              lc.n_loaded, lc.n_bad, s->n_holding, sched_queue_len(&s->sched));
