@@ -58,6 +58,9 @@
 #define PACK_WEIGHT 3e-4
 /* Re-carving or partitioning costs a reconfiguration: prefer a slice that exists. */
 #define RECONFIG_COST 1.0
+/* A widened slice (see the top comment) wins a tie: with no expected mix, fragmentation
+ * scores it and the smallest profile alike. */
+#define WIDER_PREFERENCE 1e-6
 /* The tie-break's step, thousandths of a GPU. */
 #define HOST_STEP 200.0
 /* Most a shape's weight grows for scarcity in the tie-break (frag_mix_by_scarcity). */
@@ -145,6 +148,8 @@ static void slice_option(FragCache *fc, const Gpu *g, const NodeView *w, int p, 
 {
     bool reuse = g->mig.profile_at[start] == p && !(g->mig_busy & (1u << start));
     double cost = frag_node(&fc->fm, w, false) + (reuse ? 0 : RECONFIG_COST);
+    if (wider)
+        cost -= WIDER_PREFERENCE; /* free compute: take it where nothing else decides */
     if (g->mode == GPU_WHOLE)
         cost += 2 * RECONFIG_COST; /* fill partitioned GPUs before cutting a new one */
     if (cost < *best) {
