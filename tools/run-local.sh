@@ -45,16 +45,21 @@ if ! curl -fsS "$URL/healthz" >/dev/null 2>&1; then
     exit 1
 fi
 ADMIN=$(cat var/admin.token)
-if [ ! -s var/agent.token ]; then
-    (umask 077 && "$BIN" token create --server "$URL" --token "$ADMIN" --role agent --name local-agents >var/agent.token)
-fi
-AGENT=$(cat var/agent.token)
+# each agent with a token bound to its node: it can act for no other
+for node in h100-0 a100-0; do
+    if [ ! -s "var/agent-$node.token" ]; then
+        (umask 077 && "$BIN" token create --server "$URL" --token "$ADMIN" --role agent \
+            --node "$node" --name "agent-$node" >"var/agent-$node.token")
+    fi
+done
 GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
-    "$BIN" agent --server "$URL" --token "$AGENT" --node h100-0 --gpus sim:H100-80GB-SXM5:8 \
-    --address 127.0.0.1 --checkpoint-root var/checkpoints --state-dir var/agent-h100-0 2>var/agent-h100-0.log &
+    "$BIN" agent --server "$URL" --token "$(cat var/agent-h100-0.token)" --node h100-0 \
+    --gpus sim:H100-80GB-SXM5:8 --address 127.0.0.1 --checkpoint-root var/checkpoints \
+    --state-dir var/agent-h100-0 2>var/agent-h100-0.log &
 GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
-    "$BIN" agent --server "$URL" --token "$AGENT" --node a100-0 --gpus sim:A100-80GB:8 \
-    --address 127.0.0.1 --checkpoint-root var/checkpoints --state-dir var/agent-a100-0 2>var/agent-a100-0.log &
+    "$BIN" agent --server "$URL" --token "$(cat var/agent-a100-0.token)" --node a100-0 \
+    --gpus sim:A100-80GB:8 --address 127.0.0.1 --checkpoint-root var/checkpoints \
+    --state-dir var/agent-a100-0 2>var/agent-a100-0.log &
 
 cat <<MSG
 

@@ -359,20 +359,23 @@ static void token_usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: gpuorch token create --role ROLE [--team TEAM] [--name NAME] [OPTIONS]\n\n"
+        "usage: gpuorch token create --role ROLE [--team TEAM] [--node NODE] [--name NAME]\n"
+        "                            [OPTIONS]\n\n"
         "Creates an API token (admins only) and prints it alone, so that\n"
         "T=$(gpuorch token create ...) keeps it; the server shows it only once.\n\n"
         "  --role ROLE          admin, lead, member, viewer or agent\n"
         "  --team TEAM          the team of a lead or member (required for those,\n"
         "                       refused for the others)\n"
+        "  --node NODE          an agent token for that node only: its heartbeats\n"
+        "                       and log uploads for other nodes are refused\n"
         "  --name NAME          a label to know the token by\n"
         "  -o, --output FORMAT  table (default: the token alone) or json: the reply\n" CLIENT_HELP);
 }
 
-enum { OPT_ROLE = 0x200, OPT_TEAM, OPT_NAME };
+enum { OPT_ROLE = 0x200, OPT_TEAM, OPT_NAME, OPT_NODE };
 
 typedef struct TokenArgs {
-    const char *role, *team, *name;
+    const char *role, *team, *name, *node;
 } TokenArgs;
 
 static int token_option(void *ctx, int opt, const char *arg)
@@ -387,6 +390,9 @@ static int token_option(void *ctx, int opt, const char *arg)
         return 0;
     case OPT_NAME:
         t->name = arg;
+        return 0;
+    case OPT_NODE:
+        t->node = arg;
         return 0;
     default:
         return -1;
@@ -417,6 +423,10 @@ static int token_check(const Client *c, const TokenArgs *t)
         client_error(c, "the %s role has no team: leave out --team", t->role);
         return 2;
     }
+    if (t->node && (strcmp(t->role, "agent") || !*t->node)) {
+        client_error(c, "--node binds an agent token to a node: give it with --role agent");
+        return 2;
+    }
     return 0;
 }
 
@@ -428,6 +438,7 @@ int cmd_token(int argc, char **argv)
         {"role", required_argument, NULL, OPT_ROLE},
         {"team", required_argument, NULL, OPT_TEAM},
         {"name", required_argument, NULL, OPT_NAME},
+        {"node", required_argument, NULL, OPT_NODE},
         {NULL, 0, NULL, 0},
     };
     Client c;
@@ -464,6 +475,10 @@ int cmd_token(int argc, char **argv)
     if (t.name) {
         buf_puts(&body, ", \"name\": ");
         buf_json_str(&body, t.name);
+    }
+    if (t.node) {
+        buf_puts(&body, ", \"node\": ");
+        buf_json_str(&body, t.node);
     }
     buf_putc(&body, '}');
     HttpReply reply = {0};

@@ -6,7 +6,10 @@
  * side heals on the next heartbeat.
  *
  * Logs arrive as byte ranges of each worker's run log and are appended to the server's
- * copy when they continue it exactly. */
+ * copy when they continue it exactly.
+ *
+ * An agent token bound to a node (auth.h) heartbeats for that node only and uploads only
+ * the logs of workers that ran there; an unbound one may act for any node. */
 #include "server/api.h"
 #include "server/placement_json.h"
 #include "server/provider.h"
@@ -338,6 +341,12 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         json_decref(body);
         return;
     }
+    if (rq->who.node[0] && strcmp(rq->who.node, name)) {
+        http_reply_error(rp, 403, "this agent token is for node '%s', not '%s'", rq->who.node,
+                         name);
+        json_decref(body);
+        return;
+    }
     Interruption intr;
     if (!parse_interruption(body, &intr)) {
         http_reply_error(rp, 400,
@@ -435,6 +444,32 @@ static bool parse_id(const char *s, long long lo, long long *ret)
     return true;
 }
 
+/* Whether the run-th run of a job had a worker on `node`: its "start" event, the run-th,
+ * names the run's nodes ("on a, b"). */
+typedef struct RunNodes {
+    long long run, seen;
+    const char *node;
+    bool on;
+} RunNodes;
+
+static int run_nodes(void *arg, int64_t t_ms, const char *type, const char *detail)
+{
+    (void)t_ms;
+    RunNodes *r = arg;
+    if (strcmp(type, "start") || ++r->seen != r->run || !detail)
+        return 0;
+    const char *p = strncmp(detail, "on ", 3) ? detail : detail + 3;
+    size_t len = strlen(r->node);
+    for (;;) {
+        const char *end = strstr(p, ", ");
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        r->on |= n == len && !memcmp(p, r->node, len);
+        if (!end)
+            return 0;
+        p = end + 2;
+    }
+}
+
 void api_agent_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     long long job, rank, run, offset;
@@ -449,12 +484,33 @@ void api_agent_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
         http_reply_error(rp, 413, "a log chunk is at most 256 KiB");
         return;
     }
+    const char *bound = rq->who.node[0] ? rq->who.node : NULL;
     pthread_mutex_lock(&s->lock);
     ServerJob *j = server_job(s, job);
     bool known = j && run <= j->st.run;
+    /* a token bound to a node uploads only what ran there: 1 yes, 0 no, -1 ask the store
+     * (an earlier run, or one whose workers are gone) */
+    int here = -1;
+    if (known && bound && run == j->st.run && j->workers && (size_t)rank < j->n_workers)
+        here = !strcmp(s->c->nodes[j->workers[rank].node].name, bound);
     pthread_mutex_unlock(&s->lock);
     if (!known) {
         http_reply_error(rp, 404, "no run %lld of job %lld", run, job);
+        return;
+    }
+    if (bound && here < 0) {
+        RunNodes rn = {.run = run, .node = bound};
+        if (store_events_for(s->store, job, run_nodes, &rn) < 0) {
+            http_reply_error(rp, 500, "cannot read the job's events");
+            return;
+        }
+        here = rn.on;
+    }
+    if (bound && !here) {
+        http_reply_error(rp, 403,
+                         "this agent token is for node '%s', where rank %lld of run %lld "
+                         "of job %lld did not run",
+                         bound, rank, run, job);
         return;
     }
     char path[PATH_MAX];

@@ -81,8 +81,8 @@ void auth_token_hash(const char *token, uint8_t ret_hash[STORE_TOKEN_HASH_LEN])
                        NULL, 0);
 }
 
-int auth_token_create(Store *store, Role role, const char *team, const char *name, int64_t now_ms,
-                      char ret_token[AUTH_TOKEN_SIZE], int64_t *ret_id, Buf *err)
+int auth_token_create(Store *store, Role role, const char *team, const char *node, const char *name,
+                      int64_t now_ms, char ret_token[AUTH_TOKEN_SIZE], int64_t *ret_id, Buf *err)
 {
     char token[AUTH_TOKEN_SIZE];
     uint8_t hash[STORE_TOKEN_HASH_LEN];
@@ -92,8 +92,7 @@ int auth_token_create(Store *store, Role role, const char *team, const char *nam
         return r;
     }
     int64_t id;
-    r = store_token_insert(store, hash, role_name(role), team ? team : "", name ? name : "", now_ms,
-                           &id);
+    r = store_token_insert(store, hash, role_name(role), team, node, name, now_ms, &id);
     if (r < 0) {
         sodium_memzero(token, sizeof(token));
         buf_printf(err, "cannot store the token: %s", strerror(-r));
@@ -150,6 +149,7 @@ static int resolve_hash(Server *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], Cal
         return -EACCES;
     Caller c = {.token_id = tok.id, .role = (Role)role};
     snprintf(c.team, sizeof(c.team), "%s", tok.team);
+    snprintf(c.node, sizeof(c.node), "%s", tok.node);
     *ret = c;
     return 0;
 }
@@ -323,7 +323,8 @@ int auth_bootstrap(Server *s, char **ret_path, Buf *err)
     if (r < 0)
         return r;
     int64_t id;
-    r = store_token_insert(s->store, hash, "admin", "", "admin.token", server_now_ms(), &id);
+    r = store_token_insert(s->store, hash, "admin", NULL, NULL, "admin.token", server_now_ms(),
+                           &id);
     if (r < 0) {
         unlink(path);
         buf_printf(err, "cannot store the admin token: %s", strerror(-r));

@@ -38,10 +38,11 @@ int auth_token_new(char ret_token[AUTH_TOKEN_SIZE], uint8_t ret_hash[STORE_TOKEN
 /* The hash the store keeps of a token. */
 void auth_token_hash(const char *token, uint8_t ret_hash[STORE_TOKEN_HASH_LEN]);
 
-/* Create a token for role (team for lead and member, else NULL) and store its hash.
- * The caller shows ret_token once. 0 or a negative errno with err set. */
-int auth_token_create(Store *store, Role role, const char *team, const char *name, int64_t now_ms,
-                      char ret_token[AUTH_TOKEN_SIZE], int64_t *ret_id, Buf *err);
+/* Create a token for role (team for lead and member, else NULL; node for an agent that
+ * may act for that node only, else NULL) and store its hash. The caller shows ret_token
+ * once. 0 or a negative errno with err set. */
+int auth_token_create(Store *store, Role role, const char *team, const char *node, const char *name,
+                      int64_t now_ms, char ret_token[AUTH_TOKEN_SIZE], int64_t *ret_id, Buf *err);
 
 /* The caller an "Authorization: Bearer TOKEN" header names: 0, or -EACCES for a
  * missing, malformed or unknown token (-EIO when the store failed). Asks the store. */

@@ -54,6 +54,7 @@ typedef struct Caller {
     int64_t token_id;
     Role role;
     char team[64]; /* lead and member: their team */
+    char node[64]; /* agent: the only node it may act for ("" any) */
 } Caller;
 
 typedef enum WorkerState {

@@ -29,7 +29,8 @@ typedef struct StoreOps {
                              int (*fn)(void *arg, const char *name, double budget_gpu_hours),
                              void *arg);
     int (*token_insert)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                        const char *team, const char *name, int64_t created_ms, int64_t *ret_id);
+                        const char *team, const char *node, const char *name, int64_t created_ms,
+                        int64_t *ret_id);
     int (*token_find)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
     int (*token_count)(Store *s, int64_t *ret);
     int (*mig_set)(Store *s, const char *node, unsigned index, const char *layout_json);

@@ -81,6 +81,8 @@ static const Migration steps[] = {
      "CREATE TABLE team_budgets ("
      " name TEXT PRIMARY KEY,"
      " budget_gpu_hours REAL NOT NULL CHECK (budget_gpu_hours >= 0));"},
+    {"agent tokens bound to a node ('' for any node)",
+     "ALTER TABLE tokens ADD COLUMN node TEXT NOT NULL DEFAULT '';"},
 };
 
 int migrations_latest(void)

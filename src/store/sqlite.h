@@ -93,7 +93,8 @@ int sqlite_write_team(Store *s, const char *name, double guaranteed_gpus, double
                       double weight);
 int sqlite_write_team_budget(Store *s, const char *name, double budget_gpu_hours);
 int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                       const char *team, const char *name, int64_t created_ms, int64_t *ret_id);
+                       const char *team, const char *node, const char *name, int64_t created_ms,
+                       int64_t *ret_id);
 int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *layout_json);
 int sqlite_read_ping(Store *s);
 int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg);

@@ -20,7 +20,7 @@ const char *const sqlite_read_sql[RS_COUNT] = {
                  "WHERE start_ms < ?2 AND end_ms > ?1 AND end_ms > start_ms ORDER BY start_ms, id",
     [RS_TEAMS] = "SELECT name, guaranteed_gpus, burst_gpus, weight FROM teams ORDER BY name",
     [RS_TEAM_BUDGETS] = "SELECT name, budget_gpu_hours FROM team_budgets ORDER BY name",
-    [RS_TOKEN_FIND] = "SELECT id, role, team, name FROM tokens WHERE hash = ?",
+    [RS_TOKEN_FIND] = "SELECT id, role, team, name, node FROM tokens WHERE hash = ?",
     [RS_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
     [RS_MIG] = "SELECT node, gpu_index, layout_json FROM mig_layouts ORDER BY node, gpu_index",
 };
@@ -185,6 +185,7 @@ int sqlite_read_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreT
         copy_field(t.role, sizeof(t.role), col_text(st, 1));
         copy_field(t.team, sizeof(t.team), col_text(st, 2));
         copy_field(t.name, sizeof(t.name), col_text(st, 3));
+        copy_field(t.node, sizeof(t.node), col_text(st, 4));
         *ret = t;
     }
     int r = read_end(db, st, rc, 0);

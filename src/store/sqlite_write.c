@@ -30,8 +30,8 @@ const char *const sqlite_write_sql[WS_COUNT] = {
                     "guaranteed_gpus = ?2, burst_gpus = ?3, weight = ?4",
     [WS_TEAM_BUDGET_SET] = "INSERT INTO team_budgets (name, budget_gpu_hours) VALUES (?1, ?2) "
                            "ON CONFLICT (name) DO UPDATE SET budget_gpu_hours = ?2",
-    [WS_TOKEN_INSERT] = "INSERT INTO tokens (hash, role, team, name, created_ms) "
-                        "VALUES (?, ?, ?, ?, ?)",
+    [WS_TOKEN_INSERT] = "INSERT INTO tokens (hash, role, team, node, name, created_ms) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
     [WS_MIG_SET] = "INSERT INTO mig_layouts (node, gpu_index, layout_json) VALUES (?1, ?2, ?3) "
                    "ON CONFLICT (node, gpu_index) DO UPDATE SET layout_json = ?3",
 };
@@ -224,7 +224,7 @@ int sqlite_write_team_budget(Store *s, const char *name, double budget_gpu_hours
 
 typedef struct TokenPart {
     const uint8_t *hash;
-    const char *role, *team, *name;
+    const char *role, *team, *node, *name;
     int64_t created_ms;
     int64_t id;
     int64_t *ret_id;
@@ -237,8 +237,9 @@ static int apply_token(SqliteStore *db, void *arg, Buf *err)
     sqlite3_bind_blob(st, 1, t->hash, STORE_TOKEN_HASH_LEN, SQLITE_STATIC);
     bind_text(st, 2, t->role);
     bind_text(st, 3, t->team);
-    bind_text(st, 4, t->name);
-    sqlite3_bind_int64(st, 5, t->created_ms);
+    bind_text(st, 4, t->node);
+    bind_text(st, 5, t->name);
+    sqlite3_bind_int64(st, 6, t->created_ms);
     int r = sqlite_run(db, db->wdb, st, err);
     if (r == 0)
         t->id = sqlite3_last_insert_rowid(db->wdb);
@@ -253,9 +254,10 @@ static void publish_token(void *arg)
 }
 
 int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                       const char *team, const char *name, int64_t created_ms, int64_t *ret_id)
+                       const char *team, const char *node, const char *name, int64_t created_ms,
+                       int64_t *ret_id)
 {
-    TokenPart t = {hash, role, team, name, created_ms, 0, ret_id};
+    TokenPart t = {hash, role, team, node, name, created_ms, 0, ret_id};
     return sqlite_commit(sqlite_of(s), apply_token, publish_token, &t, NULL);
 }
 

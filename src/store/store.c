@@ -150,15 +150,17 @@ int store_team_budgets_load(Store *s,
 }
 
 int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                       const char *team, const char *name, int64_t created_ms, int64_t *ret_id)
+                       const char *team, const char *node, const char *name, int64_t created_ms,
+                       int64_t *ret_id)
 {
     StoreToken t;
     /* the fields must fit what store_token_find hands back */
     if (!hash || !role || !*role || strlen(role) >= sizeof(t.role) ||
-        (team && strlen(team) >= sizeof(t.team)) || (name && strlen(name) >= sizeof(t.name)))
+        (team && strlen(team) >= sizeof(t.team)) || (node && strlen(node) >= sizeof(t.node)) ||
+        (name && strlen(name) >= sizeof(t.name)))
         return -EINVAL;
-    return s->ops->token_insert(s, hash, role, team ? team : "", name ? name : "", created_ms,
-                                ret_id);
+    return s->ops->token_insert(s, hash, role, team ? team : "", node ? node : "", name ? name : "",
+                                created_ms, ret_id);
 }
 
 int store_token_find(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret)

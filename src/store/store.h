@@ -133,11 +133,13 @@ typedef struct StoreToken {
     int64_t id;
     char role[16]; /* "admin", "lead", "member", "viewer", "agent" */
     char team[64]; /* "" when none */
+    char node[64]; /* agent: the only node it may act for; "" any */
     char name[64];
 } StoreToken;
 
 int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                       const char *team, const char *name, int64_t created_ms, int64_t *ret_id);
+                       const char *team, const char *node, const char *name, int64_t created_ms,
+                       int64_t *ret_id);
 /* 1 and *ret filled when a token with this hash exists, 0 when not, or an error. */
 int store_token_find(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
 /* How many tokens exist (the first start creates the admin token when none). */

@@ -146,7 +146,7 @@ static void test_resolve(void **state)
     int64_t id;
     Buf err = {0};
     assert_int_equal(
-        auth_token_create(f->s.store, ROLE_MEMBER, "search", "ci", 1000, tok, &id, &err), 0);
+        auth_token_create(f->s.store, ROLE_MEMBER, "search", NULL, "ci", 1000, tok, &id, &err), 0);
     assert_true(id > 0);
     assert_int_equal(auth_token_new(other, hash), 0); /* never stored */
 
@@ -192,12 +192,14 @@ static void test_resolve(void **state)
     /* a token created after the cache saw misses resolves too */
     char later[AUTH_TOKEN_SIZE];
     int64_t later_id;
-    assert_int_equal(
-        auth_token_create(f->s.store, ROLE_AGENT, NULL, "node", 2000, later, &later_id, &err), 0);
+    assert_int_equal(auth_token_create(f->s.store, ROLE_AGENT, NULL, "h100-0", "node", 2000, later,
+                                       &later_id, &err),
+                     0);
     header(h, sizeof(h), later);
     assert_int_equal(auth_cache_resolve(cache, &f->s, h, &c), 0);
     assert_int_equal(c.role, ROLE_AGENT);
     assert_string_equal(c.team, "");
+    assert_string_equal(c.node, "h100-0");
     assert_int_not_equal(later_id, id);
     auth_cache_free(cache);
     buf_free(&err);

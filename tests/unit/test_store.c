@@ -438,8 +438,8 @@ static void test_tokens(void **state)
     hash_of(h1, 1);
     hash_of(h2, 2);
     hash_of(h3, 3);
-    assert_int_equal(store_token_insert(f->s, h1, "admin", NULL, "admin.token", 5, &id1), 0);
-    assert_int_equal(store_token_insert(f->s, h2, "member", "search", "ci", 6, &id2), 0);
+    assert_int_equal(store_token_insert(f->s, h1, "admin", NULL, NULL, "admin.token", 5, &id1), 0);
+    assert_int_equal(store_token_insert(f->s, h2, "member", "search", NULL, "ci", 6, &id2), 0);
     assert_true(id1 >= 1);
     assert_int_equal(id2, id1 + 1);
     assert_int_equal(store_token_count(f->s, &n), 0);
@@ -450,6 +450,7 @@ static void test_tokens(void **state)
     assert_int_equal(t.id, id2);
     assert_string_equal(t.role, "member");
     assert_string_equal(t.team, "search");
+    assert_string_equal(t.node, "");
     assert_string_equal(t.name, "ci");
     assert_int_equal(store_token_find(f->s, h1, &t), 1);
     assert_int_equal(t.id, id1);
@@ -460,18 +461,27 @@ static void test_tokens(void **state)
 
     /* the same hash twice is refused; the id is left alone */
     int64_t id3 = -5;
-    assert_int_equal(store_token_insert(f->s, h2, "viewer", NULL, "again", 7, &id3), -EEXIST);
+    assert_int_equal(store_token_insert(f->s, h2, "viewer", NULL, NULL, "again", 7, &id3), -EEXIST);
     assert_int_equal(id3, -5);
     /* fields too long for StoreToken */
     char longname[80];
     memset(longname, 'x', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
-    assert_int_equal(store_token_insert(f->s, h3, "member", "search", longname, 7, &id3), -EINVAL);
+    assert_int_equal(store_token_insert(f->s, h3, "member", "search", NULL, longname, 7, &id3),
+                     -EINVAL);
+    assert_int_equal(store_token_insert(f->s, h3, "agent", NULL, longname, "a", 7, &id3), -EINVAL);
     assert_int_equal(store_token_count(f->s, &n), 0);
     assert_int_equal(n, 2);
+    /* an agent token bound to a node */
+    int64_t id4 = 0;
+    assert_int_equal(store_token_insert(f->s, h3, "agent", NULL, "h100-0", "a", 8, &id4), 0);
     reopen(f);
     assert_int_equal(store_token_find(f->s, h2, &t), 1);
     assert_int_equal(t.id, id2);
+    assert_int_equal(store_token_find(f->s, h3, &t), 1);
+    assert_int_equal(t.id, id4);
+    assert_string_equal(t.role, "agent");
+    assert_string_equal(t.node, "h100-0");
 }
 
 static int see_team(void *arg, const char *name, double g, double b, double w)
@@ -536,8 +546,8 @@ static void test_team_budgets(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
-                                  "DROP TABLE team_budgets; DELETE FROM schema_version WHERE "
-                                  "version >= 3",
+                                  "DROP TABLE team_budgets; ALTER TABLE tokens DROP COLUMN node; "
+                                  "DELETE FROM schema_version WHERE version >= 3",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_close(db);
