@@ -47,15 +47,24 @@ void tenancy_advance(Tenancy *t, int64_t now_ms)
     }
     double dt = (double)(now_ms - t->last_ms);
     /* usage(t+dt) = usage 2^(-dt/h) + held x integral of the decay over dt */
-    double decay = 1, gain = dt;
-    if (t->half_life_ms > 0) {
-        double k = log(2.0) / (double)t->half_life_ms;
-        decay = exp(-k * dt);
-        gain = (1 - decay) / k;
-    }
+    double decay = t->half_life_ms > 0 ? exp(-log(2.0) / (double)t->half_life_ms * dt) : 1;
+    double gain = tenancy_decayed(1, t->last_ms, now_ms, now_ms, t->half_life_ms);
     for (size_t i = 0; i < t->n_teams; i++)
         t->teams[i].usage = t->teams[i].usage * decay + t->teams[i].held_units * gain;
     t->last_ms = now_ms;
+}
+
+double tenancy_decayed(double units, int64_t from_ms, int64_t to_ms, int64_t now_ms,
+                       int64_t half_life_ms)
+{
+    if (to_ms > now_ms)
+        to_ms = now_ms;
+    if (to_ms <= from_ms)
+        return 0;
+    if (half_life_ms <= 0)
+        return units * (double)(to_ms - from_ms);
+    double k = log(2.0) / (double)half_life_ms;
+    return units * (exp(-k * (double)(now_ms - to_ms)) - exp(-k * (double)(now_ms - from_ms))) / k;
 }
 
 double tenancy_fair_key(const Tenancy *t, uint32_t slot)

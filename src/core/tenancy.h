@@ -61,6 +61,13 @@ uint32_t tenancy_slot(const Tenancy *t, uint32_t team);
 /* Decay usage to now and add what each team held since the last call. */
 void tenancy_advance(Tenancy *t, int64_t now_ms);
 
+/* What `units` held over [from_ms, to_ms) add to a decayed usage at now_ms: units times
+ * the integral of 2^(-(now - t) / half_life) over the span (no half-life: no decay), the
+ * rule tenancy_advance counts by. A restarted server rebuilds usage from its history
+ * with it. */
+double tenancy_decayed(double units, int64_t from_ms, int64_t to_ms, int64_t now_ms,
+                       int64_t half_life_ms);
+
 /* Fair-share key of a team: its share of the decayed usage over its share of the
  * weights. Smaller goes first. */
 double tenancy_fair_key(const Tenancy *t, uint32_t slot);

@@ -175,20 +175,6 @@ int metering_set_budget(Server *s, const char *team, double budget_gpu_hours, Bu
  * ordering could tell apart. */
 #define FAIR_SHARE_HALF_LIVES 30
 
-/* What units held over [from, to) add to a decayed usage at now: units times the
- * integral of 2^(-(now - t) / half_life) over the span, tenancy_advance's rule in closed
- * form (no half-life: no decay). */
-static double decayed(double units, int64_t from, int64_t to, int64_t now, int64_t half_life)
-{
-    to = MIN(to, now);
-    if (to <= from)
-        return 0;
-    if (half_life <= 0)
-        return units * (double)(to - from);
-    double k = log(2.0) / (double)half_life;
-    return units * (exp(-k * (double)(now - to)) - exp(-k * (double)(now - from))) / k;
-}
-
 typedef struct Restore {
     Server *s;
     int64_t now_ms;
@@ -200,8 +186,8 @@ static int restore_segment(void *arg, const StoreUsage *u)
     Tenancy *ten = &r->s->sched.ten;
     int t = team_of(r->s, u->team);
     uint32_t slot = tenancy_slot(ten, t >= 0 ? (uint32_t)t : TEAM_NONE);
-    ten->teams[slot].usage += decayed((double)metering_units(u->gpu_equivalents), u->start_ms,
-                                      u->end_ms, r->now_ms, ten->half_life_ms);
+    ten->teams[slot].usage += tenancy_decayed((double)metering_units(u->gpu_equivalents),
+                                              u->start_ms, u->end_ms, r->now_ms, ten->half_life_ms);
     return 0;
 }
 
@@ -221,8 +207,8 @@ int metering_restore_fair_share(Server *s, int64_t now_ms)
         const ServerJob *j = s->holding[k];
         TeamState *ts = &ten->teams[tenancy_slot(ten, j->sj.team)];
         for (size_t w = 0; w < j->sj.pl.n_workers; w++)
-            ts->usage += decayed((double)worker_units(s->c, &j->sj.pl.workers[w]),
-                                 j->sj.run_start_ms, now_ms, now_ms, ten->half_life_ms);
+            ts->usage += tenancy_decayed((double)worker_units(s->c, &j->sj.pl.workers[w]),
+                                         j->sj.run_start_ms, now_ms, now_ms, ten->half_life_ms);
     }
     ten->last_ms = now_ms;
     return 0;
