@@ -153,6 +153,8 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         const WorkerAlloc *wa = &pl->workers[w];
         j->workers[w] = (WorkerRun){.node = wa->node, .state = WORKER_ASSIGNED, .start_ms = -1};
         j->gpu_equivalents += worker_eq(s->c, wa);
+        /* "on a, b": api_agent.c reads the run's nodes back from this for the log
+         * uploads of node-bound agents */
         const char *name = s->c->nodes[wa->node].name;
         if (!strstr(buf_str(&where), name))
             buf_printf(&where, "%s%s", where.len ? ", " : "on ", name);
