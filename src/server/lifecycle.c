@@ -155,9 +155,11 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         j->gpu_equivalents += worker_eq(s->c, wa);
         /* "on a, b": api_agent.c reads the run's nodes back from this for the log
          * uploads of node-bound agents */
-        const char *name = s->c->nodes[wa->node].name;
-        if (!strstr(buf_str(&where), name))
-            buf_printf(&where, "%s%s", where.len ? ", " : "on ", name);
+        bool listed = false;
+        for (size_t u = 0; u < w && !listed; u++)
+            listed = pl->workers[u].node == wa->node;
+        if (!listed)
+            buf_printf(&where, "%s%s", where.len ? ", " : "on ", s->c->nodes[wa->node].name);
     }
     Buf pj = {0};
     placement_to_json(s->c, pl, &pj);
