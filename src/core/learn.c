@@ -111,3 +111,68 @@ uint64_t learn_memory_for(const Learn *l, const JobSpec *j)
     uint64_t asked = j->req == REQ_MEMORY ? j->gpu_memory_mib : 0;
     return peak > asked ? peak : asked;
 }
+
+uint64_t learn_granted_mib(const Cluster *c, const WorkerAlloc *wa)
+{
+    const GpuModel *m = node_model(c, &c->nodes[wa->node]);
+    uint64_t mib = 0;
+    for (unsigned g = 0; g < wa->n_grants; g++) {
+        const Grant *gr = &wa->grants[g];
+        if (gr->kind == GRANT_WHOLE)
+            mib += m->memory_mib;
+        else if (gr->kind == GRANT_MIG)
+            mib += m->profiles[gr->mig_profile].memory_mib;
+        else
+            mib += (uint64_t)m->memory_mib * gr->milli / 1000;
+    }
+    return mib;
+}
+
+int learn_size_request(const Learn *l, const Cluster *c, const JobSpec *spec, Request *req)
+{
+    uint64_t want = learn_memory_for(l, spec);
+    if (!want || req->kind == REQ_NONE)
+        return 0;
+    /* the least the current request gives on a model it may get */
+    uint64_t have = UINT64_MAX, holds = 0;
+    for (size_t mi = 0; mi < c->n_models; mi++) {
+        uint64_t bit = 1ull << mi;
+        if (!(req->models & bit))
+            continue;
+        const GpuModel *m = &c->models[mi].m;
+        uint64_t g = m->memory_mib;
+        if (req->kind != REQ_GPUS) {
+            int p = req->mig_profile[mi];
+            if (req->share_milli[mi])
+                g = (uint64_t)m->memory_mib * req->share_milli[mi] / 1000;
+            if (p >= 0 && m->profiles[p].memory_mib < g)
+                g = m->profiles[p].memory_mib;
+        }
+        have = MIN(have, g);
+        if (m->memory_mib >= want)
+            holds |= bit;
+    }
+    if (want <= have)
+        return 0;
+    if (!holds)
+        return 2;
+    if (req->kind == REQ_GPUS) {
+        req->models &= holds;
+        req->shape = -1;
+        return 1;
+    }
+    JobSpec tmp = *spec;
+    tmp.req = REQ_MEMORY;
+    tmp.gpu_memory_mib = want;
+    Request r;
+    Buf why = {0};
+    int rc = request_from_job(c, &tmp, &r, &why);
+    buf_free(&why);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0)
+        return 2;
+    r.shape = -1;
+    *req = r;
+    return 1;
+}

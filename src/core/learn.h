@@ -40,3 +40,13 @@ uint64_t learn_peak(const Learn *l, const char *cls);
 /* The GPU memory to ask for a job of the class: what it asks, raised to the learned
  * peak. 0 when the job does not ask by memory and nothing is learned. */
 uint64_t learn_memory_for(const Learn *l, const JobSpec *j);
+
+/* The GPU memory one worker was granted: its whole GPUs, MIG instances and shares. */
+uint64_t learn_granted_mib(const Cluster *c, const WorkerAlloc *wa);
+
+/* Size req, built from spec, from what the class is known to need: a slice, share or
+ * fraction grows to the smallest that holds the learned peak, whole GPUs keep to the
+ * models that hold it. The simulator and the server both size a job this way each time
+ * it joins the queue. 0 when nothing changed, 1 when req changed (its shape is then
+ * -1), 2 when no GPU of the cluster holds the peak, -ENOMEM. */
+int learn_size_request(const Learn *l, const Cluster *c, const JobSpec *spec, Request *req);

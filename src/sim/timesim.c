@@ -273,23 +273,13 @@ static int next_event(TimeSim *s, uint32_t j)
     return evq_push(&s->q, end, EV_FINISH, j, sj->epoch);
 }
 
-/* GPU memory each worker was given (the least over its GPUs' grants). */
+/* The least GPU memory a worker of the run was granted. */
 static uint64_t granted_mib(const Cluster *c, const Placement *pl)
 {
     uint64_t least = UINT64_MAX;
     for (size_t w = 0; w < pl->n_workers; w++) {
         const WorkerAlloc *wa = &pl->workers[w];
-        const GpuModel *m = node_model(c, &c->nodes[wa->node]);
-        uint64_t mib = 0;
-        for (unsigned g = 0; g < wa->n_grants; g++) {
-            const Grant *gr = &wa->grants[g];
-            if (gr->kind == GRANT_WHOLE)
-                mib += m->memory_mib;
-            else if (gr->kind == GRANT_MIG)
-                mib += m->profiles[gr->mig_profile].memory_mib;
-            else
-                mib += (uint64_t)m->memory_mib * gr->milli / 1000;
-        }
+        uint64_t mib = learn_granted_mib(c, wa);
         if (wa->n_grants && mib < least)
             least = mib;
     }
@@ -412,59 +402,6 @@ static void take_off(TimeSim *s, uint32_t j)
     s->dirty = true;
 }
 
-/* Size a job from what its class is known to need: a slice, share or fraction grows to
- * the smallest that holds the learned peak, whole GPUs keep to the models that hold it.
- * 0 when sized (or nothing is known), 1 when no GPU of the cluster holds it. */
-static int size_from_learning(TimeSim *s, uint32_t j)
-{
-    const JobSpec *spec = spec_of(s, j);
-    SimJob *sj = &s->jobs[j];
-    const Request *cur = &sj->sj.req;
-    uint64_t want = learn_memory_for(&s->learn, spec);
-    if (!want || cur->kind == REQ_NONE)
-        return 0;
-    /* the least the current request gives on a model it may get */
-    uint64_t have = UINT64_MAX, holds = 0;
-    for (size_t mi = 0; mi < s->c->n_models; mi++) {
-        uint64_t bit = 1ull << mi;
-        if (!(cur->models & bit))
-            continue;
-        const GpuModel *m = &s->c->models[mi].m;
-        uint64_t g = m->memory_mib;
-        if (cur->kind != REQ_GPUS) {
-            int p = cur->mig_profile[mi];
-            if (cur->share_milli[mi])
-                g = (uint64_t)m->memory_mib * cur->share_milli[mi] / 1000;
-            if (p >= 0 && m->profiles[p].memory_mib < g)
-                g = m->profiles[p].memory_mib;
-        }
-        have = MIN(have, g);
-        if (m->memory_mib >= want)
-            holds |= bit;
-    }
-    if (want <= have)
-        return 0;
-    if (!holds)
-        return 1;
-    if (cur->kind == REQ_GPUS) {
-        sj->sj.req.models &= holds;
-        sj->sj.req.shape = -1;
-        return 0;
-    }
-    JobSpec tmp = *spec;
-    tmp.req = REQ_MEMORY;
-    tmp.gpu_memory_mib = want;
-    Request r;
-    Buf why = {0};
-    int rc = request_from_job(s->c, &tmp, &r, &why);
-    buf_free(&why);
-    if (rc < 0)
-        return 1;
-    r.shape = -1;
-    sj->sj.req = r;
-    return 0;
-}
-
 static int enqueue(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
@@ -474,8 +411,8 @@ static int enqueue(TimeSim *s, uint32_t j)
     sj->sj.estimate_ms = sj->estimate_total_ms == NO_DURATION
                              ? NO_DURATION
                              : (int64_t)MAX(0.0, (double)sj->estimate_total_ms - sj->done_ms);
-    int err = size_from_learning(s, j);
-    if (err == 1) {
+    int err = learn_size_request(&s->learn, s->c, spec_of(s, j), &sj->sj.req);
+    if (err == 2) {
         /* its class ran out of memory on the largest GPU there is: it can never run */
         sj->phase = PH_NEVER;
         s->unfit++;
@@ -483,7 +420,7 @@ static int enqueue(TimeSim *s, uint32_t j)
                   "its workload class needs more GPU memory than any GPU of the cluster has");
         return 0;
     }
-    if (!err)
+    if (err >= 0)
         err = sched_enqueue(&s->sched, &sj->sj);
     s->dirty = true;
     return err;
