@@ -100,12 +100,25 @@ void launch_env_free(char **env)
     free(env);
 }
 
-/* CUDA_VISIBLE_DEVICES and the MPS limits from the grants. */
+/* The GPU memory of one MIG instance: its profile's, from the catalogue (NVML does
+ * not say per instance what it said per GPU). 0 when the catalogue does not know the
+ * model or the profile. */
+static uint64_t mig_memory_mib(const AgentGpu *g, const char *profile)
+{
+    int p = g->model ? catalog_profile_index(g->model, profile) : -1;
+    return p < 0 ? 0 : g->model->profiles[p].memory_mib;
+}
+
+/* CUDA_VISIBLE_DEVICES, the MPS limits and the GPU memory granted, from the grants.
+ * *ret_memory_mib is 0 when there are no grants or one's memory is unknown: no figure
+ * is better than a short one a serving engine would size its cache by. */
 static int gpu_vars(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, Buf *visible,
-                    Buf *mem_limit, unsigned *ret_percent, Buf *err)
+                    Buf *mem_limit, unsigned *ret_percent, uint64_t *ret_memory_mib, Buf *err)
 {
     int again = 0;
     unsigned percent = 0;
+    uint64_t memory = 0;
+    bool memory_known = a->n_gpus > 0;
     for (size_t i = 0; i < a->n_gpus; i++) {
         const WorkerGpu *w = &a->gpus[i];
         const AgentGpu *g = gpu_by_index((AgentGpu *)gpus, n_gpus, w->index);
@@ -125,6 +138,9 @@ static int gpu_vars(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, Bu
                 continue;
             }
             uuid = in->uuid;
+            uint64_t mib = mig_memory_mib(g, w->profile);
+            memory += mib;
+            memory_known = memory_known && mib;
         } else if (g->mig_enabled) {
             if (!again)
                 buf_printf(err, "GPU %u is still in MIG mode", w->index);
@@ -136,12 +152,19 @@ static int gpu_vars(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, Bu
             unsigned p = (unsigned)ceil(w->fraction * 100.0 - 1e-9);
             percent = p > percent ? p : percent;
             uint64_t mib = (uint64_t)floor((double)g->memory_mib * w->fraction + 1e-9);
+            mib = mib ? mib : 1;
             buf_printf(mem_limit, "%s%s=%lluM", mem_limit->len ? "," : "", g->uuid,
-                       (unsigned long long)(mib ? mib : 1));
+                       (unsigned long long)mib);
+            memory += mib;
+            memory_known = memory_known && g->memory_mib;
+        } else if (w->kind == WGPU_WHOLE) {
+            memory += g->memory_mib;
+            memory_known = memory_known && g->memory_mib;
         }
         buf_printf(visible, "%s%s", visible->len ? "," : "", uuid);
     }
     *ret_percent = percent ? percent : 1;
+    *ret_memory_mib = memory_known ? memory : 0;
     return again;
 }
 
@@ -150,7 +173,8 @@ int launch_env(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, const c
 {
     Buf visible = {0}, mem_limit = {0};
     unsigned percent = 0;
-    int r = gpu_vars(a, gpus, n_gpus, &visible, &mem_limit, &percent, err);
+    uint64_t memory_mib = 0;
+    int r = gpu_vars(a, gpus, n_gpus, &visible, &mem_limit, &percent, &memory_mib, err);
     if (r < 0) {
         buf_free(&visible);
         buf_free(&mem_limit);
@@ -167,6 +191,10 @@ int launch_env(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, const c
         env_setf(&e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "%u", percent);
         env_set(&e, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", buf_str(&mem_limit));
     }
+    if (memory_mib)
+        env_setf(&e, "GPUORCH_GPU_MEMORY_MIB", "%llu", (unsigned long long)memory_mib);
+    else
+        env_unset(&e, "GPUORCH_GPU_MEMORY_MIB");
     env_setf(&e, "GPUORCH_JOB_ID", "%lld", (long long)a->job);
     env_setf(&e, "GPUORCH_RUN", "%lld", (long long)a->run);
     env_setf(&e, "RANK", "%u", a->rank);

@@ -1,7 +1,9 @@
-/* worker.c: one worker's life as the agent sees it (reaping, checkpoint file, signals,
- * the stop machine) and the persisted table of workers. */
+/* worker.c: one worker's life as the agent sees it (reaping and the out-of-memory
+ * verdict on its end, checkpoint file, signals, the stop machine) and the persisted
+ * table of workers. */
 #include "agent/worker.h"
 #include "agent/afile.h"
+#include "agent/oomscan.h"
 #include "util/file.h"
 #include "util/log.h"
 
@@ -177,6 +179,25 @@ static void kill_rest_of_group(const Worker *w)
         kill(-w->pid, SIGKILL);
 }
 
+/* Was sig one the stop under way sends (its checkpoint signal, SIGTERM, SIGKILL)? Such
+ * an end was asked for; any other signal (SIGSEGV, SIGABRT) is the worker's own. */
+static bool sent_by_stop(const Worker *w, int sig)
+{
+    if (w->stop_mode == WSTOP_NONE)
+        return false;
+    int ckpt = w->a.checkpoint_signal ? w->a.checkpoint_signal : SIGUSR1;
+    return sig == SIGTERM || sig == SIGKILL || (w->stop_mode == WSTOP_PREEMPT && sig == ckpt);
+}
+
+/* A worker that ended badly on its own may have run out of GPU memory; its log says
+ * so. Only this run's bytes count (an earlier run's OOM is not this one's), and only
+ * the tail: the message is among the last lines a dying program prints. */
+static void judge_end(Worker *w)
+{
+    bool badly = w->has_exit_code ? w->exit_code != 0 : w->signal && !sent_by_stop(w, w->signal);
+    w->oom = badly && oomscan_log_tail(w->log_path, w->log_base);
+}
+
 bool worker_reap(Worker *w)
 {
     if (w->state != WK_RUNNING)
@@ -230,6 +251,7 @@ bool worker_reap(Worker *w)
         w->has_exit_code = false;
         w->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     }
+    judge_end(w);
     /* a checkpoint written just before the end: this is the last look at LATEST */
     worker_watch_checkpoint(w);
     return true;
@@ -391,6 +413,8 @@ json_t *worker_report_json(const Worker *w)
         json_object_set_new(o, "error", json_string(w->error));
     if (w->peak_memory_mib)
         json_object_set_new(o, "peak_memory_mib", json_integer((json_int_t)w->peak_memory_mib));
+    if (w->oom && worker_ended(w))
+        json_object_set_new(o, "oom", json_true());
     return o;
 }
 
@@ -433,6 +457,7 @@ int worker_table_save(const char *path, const char *machine_boot_id, Worker *con
         json_object_set_new(o, "log_base", json_integer(x->log_base));
         json_object_set_new(o, "log_sent", json_integer(x->log_sent));
         json_object_set_new(o, "peak_memory_mib", json_integer((json_int_t)x->peak_memory_mib));
+        json_object_set_new(o, "oom", json_boolean(x->oom));
         if (json_array_append_new(arr, o) < 0) {
             json_decref(root);
             return -ENOMEM;
@@ -499,6 +524,7 @@ static Worker *record_load(json_t *o, bool same_boot, Buf *err)
     w->log_base = get_i64(o, "log_base");
     w->log_sent = get_i64(o, "log_sent");
     w->peak_memory_mib = (uint64_t)get_i64(o, "peak_memory_mib");
+    w->oom = json_is_true(json_object_get(o, "oom")); /* absent in older tables: false */
     if (w->state == WK_RUNNING) {
         uint64_t ticks;
         char ps;

@@ -65,6 +65,8 @@ typedef struct Worker {
     int64_t log_base;         /* the log's size when this run started: byte 0 of its upload */
     int64_t log_sent;         /* bytes of this run's log the server holds */
     uint64_t peak_memory_mib; /* 0: unknown */
+    bool oom;                 /* ended badly on its own with a GPU out-of-memory message in
+                               * its log's tail (oomscan.h) */
 
     /* not persisted: a restarted agent starts these afresh */
     int64_t pending_since;   /* monotonic ms the worker began waiting for its GPUs */
@@ -111,7 +113,10 @@ int proc_stat(pid_t pid, uint64_t *ret_ticks, char *ret_state);
 /* Has the worker ended? Reaps a child (WNOHANG); watches /proc for an adopted one (a
  * /proc read that fails other than "no such process" is not an end). When the leader
  * has ended, what is left of its process group is killed (SIGKILL) before the worker is
- * reported ended, and LATEST is read one last time. True when the state changed. */
+ * reported ended, and LATEST is read one last time. A child that ended badly on its own
+ * (a non-zero exit code, or a signal no stop of the agent's sent) has its log's tail
+ * read once for GPU out-of-memory messages (oom); an end whose status is unknown is not
+ * judged. True when the state changed. */
 bool worker_reap(Worker *w);
 
 /* Read LATEST when it changed. True when checkpoint changed. */
@@ -127,7 +132,8 @@ void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms);
 /* Periodic checkpoint signals and the stop machine's deadlines. */
 void worker_advance(Worker *w, int64_t mono_ms);
 
-/* The worker as the heartbeat reports it (docs/api.md). New reference. */
+/* The worker as the heartbeat reports it (docs/api.md); "oom": true only for an ended
+ * worker that ran out of GPU memory. New reference. */
 json_t *worker_report_json(const Worker *w);
 
 /* Save the running and ended workers (not the pending) to path atomically. */

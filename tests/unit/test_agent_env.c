@@ -3,7 +3,9 @@
  * the order of precedence (agent's environment < job's env < gpuorch's variables);
  * the agent's own token kept from the worker;
  * GPUORCH_RESUME_FROM only when resuming; rounding of the MPS thread percentage and
- * memory limit; and the answers for grants the node cannot honour (yet). */
+ * memory limit; GPUORCH_GPU_MEMORY_MIB summed over whole GPUs, MIG instances (the
+ * catalogue's profile memory) and MPS shares, and absent without GPUs; and the answers
+ * for grants the node cannot honour (yet). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -120,6 +122,7 @@ static void test_whole_gpus(void **state)
                 base, 0);
     assert_string_equal(got, "CUDA_VISIBLE_DEVICES=GPU-11111111-2222-3333-4444-555555555555\n"
                              "GPUORCH_CHECKPOINT_DIR=/ckpt/17\n"
+                             "GPUORCH_GPU_MEMORY_MIB=81920\n"
                              "GPUORCH_JOB_ID=17\n"
                              "GPUORCH_RUN=2\n"
                              "HOME=/root\n"
@@ -150,6 +153,7 @@ static void test_two_whole_gpus_in_grant_order(void **state)
     assert_string_equal(flat, "CUDA_VISIBLE_DEVICES=GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee,"
                               "GPU-11111111-2222-3333-4444-555555555555\n"
                               "GPUORCH_CHECKPOINT_DIR=/ckpt/3\n"
+                              "GPUORCH_GPU_MEMORY_MIB=163840\n"
                               "GPUORCH_JOB_ID=3\n"
                               "GPUORCH_RESUME_FROM=/ckpt/3/ckpt-40\n"
                               "GPUORCH_RUN=1\n"
@@ -170,8 +174,10 @@ static void test_mig_instance(void **state)
     char *got = build("{\"job\": 5, \"run\": 1, \"rank\": 0, \"gpus\": [{\"index\": 1, \"mig\": "
                       "{\"profile\": \"1g.10gb\", \"start\": 2}}], \"command\": [\"serve\"]}",
                       base, 0);
+    /* the instance's memory is its profile's in the catalogue: 1g.10gb has 9728 MiB */
     assert_string_equal(got, "CUDA_VISIBLE_DEVICES=MIG-99999999-8888-7777-6666-555555555555\n"
                              "GPUORCH_CHECKPOINT_DIR=/ckpt/17\n"
+                             "GPUORCH_GPU_MEMORY_MIB=9728\n"
                              "GPUORCH_JOB_ID=5\n"
                              "GPUORCH_RUN=1\n"
                              "LOCAL_RANK=0\n"
@@ -204,6 +210,7 @@ static void test_mps_share(void **state)
                              "GPU-11111111-2222-3333-4444-555555555555=20480M\n"
                              "CUDA_VISIBLE_DEVICES=GPU-11111111-2222-3333-4444-555555555555\n"
                              "GPUORCH_CHECKPOINT_DIR=/ckpt/17\n"
+                             "GPUORCH_GPU_MEMORY_MIB=20480\n"
                              "GPUORCH_JOB_ID=9\n"
                              "GPUORCH_RUN=1\n"
                              "LOCAL_RANK=0\n"
@@ -221,11 +228,15 @@ static void test_mps_rounding(void **state)
     static const struct {
         const char *fraction;
         const char *percent, *limit;
+        const char *memory; /* the same figure as the limit */
     } cases[] = {
-        {"0.3", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n", "=24576M\n"},
-        {"0.333", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=34\n", "=27279M\n"},
-        {"0.001", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1\n", "=81M\n"},
-        {"0.5", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50\n", "=40960M\n"},
+        {"0.3", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30\n", "=24576M\n",
+         "GPUORCH_GPU_MEMORY_MIB=24576\n"},
+        {"0.333", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=34\n", "=27279M\n",
+         "GPUORCH_GPU_MEMORY_MIB=27279\n"},
+        {"0.001", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1\n", "=81M\n", "GPUORCH_GPU_MEMORY_MIB=81\n"},
+        {"0.5", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50\n", "=40960M\n",
+         "GPUORCH_GPU_MEMORY_MIB=40960\n"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char json[256];
@@ -234,7 +245,8 @@ static void test_mps_rounding(void **state)
                  "\"fraction\": %s}], \"command\": [\"serve\"]}",
                  cases[i].fraction);
         char *got = build(json, NULL, 0);
-        if (!strstr(got, cases[i].percent) || !strstr(got, cases[i].limit))
+        if (!strstr(got, cases[i].percent) || !strstr(got, cases[i].limit) ||
+            !strstr(got, cases[i].memory))
             fail_msg("fraction %s: %s", cases[i].fraction, got);
         free(got);
     }
@@ -251,22 +263,120 @@ static void test_missing_gpu(void **state)
     free(got);
 }
 
-/* A worker without GPUs sees none rather than all of the node's. */
+/* A worker without GPUs sees none rather than all of the node's, and no GPU memory,
+ * not even one the agent's environment or the job's env names. */
 static void test_no_gpus(void **state)
 {
-    char *base[] = {"CUDA_VISIBLE_DEVICES=0", NULL};
+    char *base[] = {"CUDA_VISIBLE_DEVICES=0", "GPUORCH_GPU_MEMORY_MIB=81920", NULL};
     char *got = build("{\"job\": 2, \"run\": 1, \"rank\": 0, \"command\": [\"true\"]}", base, 0);
     assert_non_null(strstr(got, "CUDA_VISIBLE_DEVICES=\n"));
+    assert_null(strstr(got, "GPUORCH_GPU_MEMORY_MIB"));
     free(got);
+    got = build("{\"job\": 2, \"run\": 1, \"rank\": 0, \"command\": [\"true\"], "
+                "\"env\": {\"GPUORCH_GPU_MEMORY_MIB\": \"4096\"}}",
+                base, 0);
+    assert_null(strstr(got, "GPUORCH_GPU_MEMORY_MIB"));
+    free(got);
+}
+
+/* GPUORCH_GPU_MEMORY_MIB sums the grants, each in its own unit: a whole GPU's memory, a
+ * MIG instance's profile memory, an MPS share's memory limit. It wins over a job's own
+ * figure, and is left out when one grant's memory is not known: a short figure would
+ * size a serving engine's cache wrong. */
+static void test_gpu_memory_sum(void **state)
+{
+    AgentGpu g[2];
+    gpus(g);
+    /* the 1g.10gb on GPU 1, a 3g.40gb beside it, and whole GPU 0 */
+    g[1].n_mig = 2;
+    strcpy(g[1].mig[1].profile, "3g.40gb");
+    g[1].mig[1].start = 4;
+    strcpy(g[1].mig[1].uuid, "MIG-33333333-8888-7777-6666-555555555555");
+    Assignment a;
+    parse("{\"job\": 4, \"run\": 1, \"rank\": 0, \"gpus\": [{\"index\": 0}, {\"index\": 1, "
+          "\"mig\": {\"profile\": \"1g.10gb\", \"start\": 2}}, {\"index\": 1, \"mig\": "
+          "{\"profile\": \"3g.40gb\", \"start\": 4}}], \"command\": [\"serve\"], "
+          "\"env\": {\"GPUORCH_GPU_MEMORY_MIB\": \"1\"}}",
+          &a);
+    char **env = NULL;
+    Buf err = {0};
+    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, &env, &err), 0);
+    char *flat = flatten(env);
+    /* 81920 + 9728 + 40192 */
+    if (!strstr(flat, "GPUORCH_GPU_MEMORY_MIB=131840\n"))
+        fail_msg("%s", flat);
+    free(flat);
+    launch_env_free(env);
+
+    /* a model the catalogue does not know: its instances' memory is not known */
+    g[1].model = NULL;
+    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, &env, &err), 0);
+    flat = flatten(env);
+    assert_null(strstr(flat, "GPUORCH_GPU_MEMORY_MIB"));
+    free(flat);
+    launch_env_free(env);
+    assign_free(&a);
+
+    /* MPS shares on two GPUs: the sum of their limits */
+    gpus(g);
+    g[1].mig_enabled = false;
+    g[1].n_mig = 0;
+    parse("{\"job\": 4, \"run\": 1, \"rank\": 0, \"gpus\": [{\"index\": 0, \"fraction\": 0.3}, "
+          "{\"index\": 1, \"fraction\": 0.5}], \"command\": [\"serve\"]}",
+          &a);
+    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, &env, &err), 0);
+    flat = flatten(env);
+    /* 24576 + 40960 */
+    if (!strstr(flat, "GPUORCH_GPU_MEMORY_MIB=65536\n"))
+        fail_msg("%s", flat);
+    free(flat);
+    launch_env_free(env);
+    assign_free(&a);
+    buf_free(&err);
+}
+
+/* An H100's MIG profiles come from its own catalogue entry, not the A100's. */
+static void test_gpu_memory_h100(void **state)
+{
+    AgentGpu g;
+    memset(&g, 0, sizeof(g));
+    strcpy(g.uuid, UUID0);
+    g.model = catalog_find("H100-80GB-SXM5");
+    assert_non_null(g.model);
+    g.memory_mib = g.model->memory_mib;
+    g.mig_capable = g.mig_enabled = true;
+    g.n_mig = 1;
+    strcpy(g.mig[0].profile, "1g.10gb");
+    strcpy(g.mig[0].uuid, MIG_UUID);
+    Assignment a;
+    parse("{\"job\": 6, \"run\": 1, \"rank\": 0, \"gpus\": [{\"index\": 0, \"mig\": "
+          "{\"profile\": \"1g.10gb\", \"start\": 0}}], \"command\": [\"serve\"]}",
+          &a);
+    char **env = NULL;
+    Buf err = {0};
+    assert_int_equal(launch_env(&a, &g, 1, "/ckpt/6", NULL, &env, &err), 0);
+    char *flat = flatten(env);
+    /* the H100's 1g.10gb reports 9984 MiB; the A100-80GB's 9728 */
+    if (!strstr(flat, "GPUORCH_GPU_MEMORY_MIB=9984\n"))
+        fail_msg("%s", flat);
+    free(flat);
+    launch_env_free(env);
+    assign_free(&a);
+    buf_free(&err);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_whole_gpus),   cmocka_unit_test(test_two_whole_gpus_in_grant_order),
-        cmocka_unit_test(test_mig_instance), cmocka_unit_test(test_mps_share),
-        cmocka_unit_test(test_mps_rounding), cmocka_unit_test(test_missing_gpu),
+        cmocka_unit_test(test_whole_gpus),
+        cmocka_unit_test(test_two_whole_gpus_in_grant_order),
+        cmocka_unit_test(test_mig_instance),
+        cmocka_unit_test(test_mps_share),
+        cmocka_unit_test(test_mps_rounding),
+        cmocka_unit_test(test_missing_gpu),
         cmocka_unit_test(test_no_gpus),
+        cmocka_unit_test(test_gpu_memory_sum),
+        cmocka_unit_test(test_gpu_memory_h100),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,9 @@
  * review: what a worker's leader leaves in its group is killed when the leader ends; a
  * stop under way is shortened by a later, smaller grace; a /proc read error is not the
  * end of an adopted worker, and a recycled pid is not signalled; a checkpoint written
- * just before the exit is still seen; the log and the table are created 0600. */
+ * just before the exit is still seen; the log and the table are created 0600. The
+ * out-of-memory verdict: judged only on a bad end of the worker's own, from this run's
+ * part of the log, kept in the table, reported only for an ended worker. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -679,6 +681,147 @@ static void test_private_files(void **state)
     worker_free(w);
 }
 
+/* Run spec to its end (no stop) and return the worker. */
+static Worker *run_to_end(const char *spec)
+{
+    Worker *w;
+    assert_int_equal(start(spec, NULL, &w), 0);
+    assert_true(until_ended(w, 5000));
+    return w;
+}
+
+static bool report_oom(const Worker *w)
+{
+    json_t *rep = worker_report_json(w);
+    json_t *oom = json_object_get(rep, "oom");
+    bool present = oom != NULL;
+    if (present)
+        assert_true(json_is_true(oom));
+    json_decref(rep);
+    return present;
+}
+
+/* A worker that ends badly on its own with a GPU out-of-memory message in its log is
+ * reported "oom": true; a clean exit, an ordinary failure and a stop the agent made are
+ * not, whatever the log says; nor is an OOM of an earlier run in the same log file. */
+static void test_oom_verdict(void **state)
+{
+    /* PyTorch's message on stderr, then a non-zero exit */
+    Worker *w = run_to_end("{\"job\": 40, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", "
+                           "\"-c\", \"echo 'torch.OutOfMemoryError: CUDA out of memory. Tried "
+                           "to allocate 2.00 GiB' >&2; exit 1\"]}");
+    assert_int_equal(w->exit_code, 1);
+    assert_true(w->oom);
+    assert_true(report_oom(w));
+    worker_free(w);
+
+    /* killed by a signal no stop sent (here its own SIGKILL, as a watchdog might) */
+    w = run_to_end("{\"job\": 41, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", \"-c\", "
+                   "\"echo 'CUDA_ERROR_OUT_OF_MEMORY'; kill -KILL $$\"]}");
+    assert_false(w->has_exit_code);
+    assert_int_equal(w->signal, SIGKILL);
+    assert_true(w->oom);
+    assert_true(report_oom(w));
+    worker_free(w);
+
+    /* the same message, but the worker recovered and exited 0 */
+    w = run_to_end("{\"job\": 42, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", \"-c\", "
+                   "\"echo 'CUDA out of memory; retrying with a smaller batch'; exit 0\"]}");
+    assert_false(w->oom);
+    assert_false(report_oom(w));
+    worker_free(w);
+
+    /* an ordinary failure, and the host's OOM */
+    w = run_to_end("{\"job\": 43, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", \"-c\", "
+                   "\"echo 'Out of memory: Killed process 4242 (python3)'; exit 2\"]}");
+    assert_int_equal(w->exit_code, 2);
+    assert_false(w->oom);
+    assert_false(report_oom(w));
+    worker_free(w);
+
+    /* cancelled: the SIGTERM was the agent's, so the log is not judged */
+    assert_int_equal(start("{\"job\": 44, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", "
+                           "\"-c\", \"echo 'CUDA error: out of memory'; echo ready; "
+                           "while :; do sleep 0.05; done\"]}",
+                           NULL, &w),
+                     0);
+    wait_for_text(w->log_path, "ready");
+    worker_request_stop(w, WSTOP_CANCEL, agent_mono_ms());
+    assert_true(until_ended(w, 5000));
+    assert_int_equal(w->signal, SIGTERM);
+    assert_false(w->oom);
+    assert_false(report_oom(w));
+    worker_free(w);
+
+    /* run 1 of job 45 ran out of memory; run 2 (same log, from log_base on) failed
+     * otherwise */
+    w = run_to_end("{\"job\": 45, \"run\": 1, \"rank\": 0, \"command\": [\"/bin/sh\", \"-c\", "
+                   "\"echo 'OOM when allocating tensor with shape[8192,8192]'; exit 1\"]}");
+    assert_true(w->oom);
+    char *log_path = strdup(w->log_path);
+    worker_free(w);
+    struct stat st;
+    assert_int_equal(stat(log_path, &st), 0);
+    assert_int_equal(start("{\"job\": 45, \"run\": 2, \"rank\": 0, \"command\": [\"/bin/sh\", "
+                           "\"-c\", \"echo 'No such file: /data/shard-7'; exit 1\"]}",
+                           NULL, &w),
+                     0);
+    w->log_base = st.st_size; /* as the agent records it when the run starts */
+    assert_true(until_ended(w, 5000));
+    assert_string_equal(w->log_path, log_path);
+    assert_int_equal(w->exit_code, 1);
+    assert_false(w->oom);
+    free(log_path);
+    worker_free(w);
+}
+
+/* The verdict survives an agent restart, and is reported only once the worker ended. */
+static void test_oom_table(void **state)
+{
+    Worker *oom = run_to_end("{\"job\": 46, \"run\": 1, \"rank\": 0, \"command\": "
+                             "[\"/bin/sh\", \"-c\", \"echo cudaErrorMemoryAllocation; exit 1\"]}");
+    Worker *plain = run_to_end("{\"job\": 47, \"run\": 1, \"rank\": 0, \"command\": "
+                               "[\"/bin/sh\", \"-c\", \"exit 1\"]}");
+    assert_true(oom->oom);
+    assert_false(plain->oom);
+    char *table = path_in("oom-workers.json");
+    Worker *all[] = {oom, plain};
+    assert_int_equal(worker_table_save(table, "boot-A", all, 2), 0);
+    Worker **back = NULL;
+    size_t n = 0;
+    Buf err = {0};
+    assert_int_equal(worker_table_load(table, "boot-A", &back, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_true(back[0]->oom);
+    assert_true(report_oom(back[0]));
+    assert_false(back[1]->oom);
+    assert_false(report_oom(back[1]));
+    /* a table from before the field: no verdict */
+    FILE *f = fopen(table, "w");
+    fputs("{\"version\": 1, \"machine_boot_id\": \"boot-A\", \"workers\": [{\"job\": 48, "
+          "\"run\": 1, \"rank\": 0, \"state\": \"exited\", \"exit_code\": 1}]}",
+          f);
+    fclose(f);
+    Worker **old = NULL;
+    size_t n_old = 0;
+    assert_int_equal(worker_table_load(table, "boot-A", &old, &n_old, &err), 0);
+    assert_int_equal(n_old, 1);
+    assert_false(old[0]->oom);
+    worker_free(old[0]);
+    free(old);
+
+    /* a live worker carries no verdict in its report */
+    back[0]->state = WK_RUNNING;
+    assert_false(report_oom(back[0]));
+    for (size_t i = 0; i < n; i++)
+        worker_free(back[i]);
+    free(back);
+    free(table);
+    buf_free(&err);
+    worker_free(oom);
+    worker_free(plain);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -695,6 +838,8 @@ int main(void)
         cmocka_unit_test(test_adopted_proc_error),
         cmocka_unit_test(test_final_checkpoint),
         cmocka_unit_test(test_private_files),
+        cmocka_unit_test(test_oom_verdict),
+        cmocka_unit_test(test_oom_table),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
