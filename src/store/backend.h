@@ -37,6 +37,9 @@ typedef struct StoreOps {
     int (*mig_load)(Store *s,
                     int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
                     void *arg);
+    int (*learned_load)(Store *s,
+                        int (*fn)(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms),
+                        void *arg);
 } StoreOps;
 
 struct Store {

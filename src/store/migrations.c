@@ -83,6 +83,11 @@ static const Migration steps[] = {
      " budget_gpu_hours REAL NOT NULL CHECK (budget_gpu_hours >= 0));"},
     {"agent tokens bound to a node ('' for any node)",
      "ALTER TABLE tokens ADD COLUMN node TEXT NOT NULL DEFAULT '';"},
+    {"GPU memory learned per workload class from its runs",
+     "CREATE TABLE learned_memory ("
+     " class TEXT PRIMARY KEY,"
+     " peak_mib INTEGER NOT NULL CHECK (peak_mib >= 0),"
+     " ooms INTEGER NOT NULL CHECK (ooms >= 0)) WITHOUT ROWID;"},
 };
 
 int migrations_latest(void)

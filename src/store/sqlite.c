@@ -217,6 +217,7 @@ static const StoreOps sqlite_ops = {
     .token_count = sqlite_read_token_count,
     .mig_set = sqlite_write_mig,
     .mig_load = sqlite_read_mig,
+    .learned_load = sqlite_read_learned,
 };
 
 static int open_db(SqliteStore *db, Buf *err)

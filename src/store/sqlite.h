@@ -27,6 +27,7 @@ enum {
     WS_TEAM_BUDGET_SET,
     WS_TOKEN_INSERT,
     WS_MIG_SET,
+    WS_LEARNED_SET,
     WS_COUNT
 };
 
@@ -41,6 +42,7 @@ enum {
     RS_TOKEN_FIND,
     RS_TOKEN_COUNT,
     RS_MIG,
+    RS_LEARNED,
     RS_COUNT
 };
 
@@ -115,6 +117,9 @@ int sqlite_read_token_count(Store *s, int64_t *ret);
 int sqlite_read_mig(Store *s,
                     int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
                     void *arg);
+int sqlite_read_learned(Store *s,
+                        int (*fn)(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms),
+                        void *arg);
 
 /* The schema (migrations.c): bring conn's database up to the newest version this build
  * knows, one transaction per step; -ENOTSUP for a database of a newer gpuorch. */

@@ -23,6 +23,7 @@ const char *const sqlite_read_sql[RS_COUNT] = {
     [RS_TOKEN_FIND] = "SELECT id, role, team, name, node FROM tokens WHERE hash = ?",
     [RS_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
     [RS_MIG] = "SELECT node, gpu_index, layout_json FROM mig_layouts ORDER BY node, gpu_index",
+    [RS_LEARNED] = "SELECT class, peak_mib, ooms FROM learned_memory ORDER BY class",
 };
 
 static const char *col_text(sqlite3_stmt *st, int i)
@@ -213,5 +214,18 @@ int sqlite_read_mig(Store *s,
     int rc = SQLITE_DONE, r = 0;
     while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
         r = fn(arg, col_text(st, 0), (unsigned)sqlite3_column_int64(st, 1), col_text(st, 2));
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_learned(Store *s,
+                        int (*fn)(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms),
+                        void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_LEARNED);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        r = fn(arg, col_text(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
+               (unsigned)sqlite3_column_int64(st, 2));
     return read_end(db, st, rc, r);
 }

@@ -34,6 +34,8 @@ const char *const sqlite_write_sql[WS_COUNT] = {
                         "VALUES (?, ?, ?, ?, ?, ?)",
     [WS_MIG_SET] = "INSERT INTO mig_layouts (node, gpu_index, layout_json) VALUES (?1, ?2, ?3) "
                    "ON CONFLICT (node, gpu_index) DO UPDATE SET layout_json = ?3",
+    [WS_LEARNED_SET] = "INSERT INTO learned_memory (class, peak_mib, ooms) VALUES (?1, ?2, ?3) "
+                       "ON CONFLICT (class) DO UPDATE SET peak_mib = ?2, ooms = ?3",
 };
 
 /* Bind a string, NULL as NULL; the caller's string outlives the statement's step. */
@@ -142,6 +144,15 @@ static int insert_usage(SqliteStore *db, const WritePart *p, const StoreUsage *u
     return sqlite_run(db, db->wdb, st, err);
 }
 
+static int set_learned(SqliteStore *db, const StoreLearned *l, Buf *err)
+{
+    sqlite3_stmt *st = db->ws[WS_LEARNED_SET];
+    bind_text(st, 1, l->cls);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)l->peak_mib);
+    sqlite3_bind_int64(st, 3, l->ooms);
+    return sqlite_run(db, db->wdb, st, err);
+}
+
 static int apply_write(SqliteStore *db, void *arg, Buf *err)
 {
     WritePart *p = arg;
@@ -155,6 +166,8 @@ static int apply_write(SqliteStore *db, void *arg, Buf *err)
         r = insert_event(db, p, &w->events[i], err);
     for (size_t i = 0; r == 0 && i < w->n_usage; i++)
         r = insert_usage(db, p, &w->usage[i], err);
+    for (size_t i = 0; r == 0 && i < w->n_learned; i++)
+        r = set_learned(db, &w->learned[i], err);
     return r;
 }
 
@@ -168,7 +181,7 @@ static void publish_write(void *arg)
 int sqlite_write_store(Store *s, StoreWrite *w, Buf *err)
 {
     if ((w->n_inserts && !w->inserts) || (w->n_updates && !w->updates) ||
-        (w->n_events && !w->events) || (w->n_usage && !w->usage))
+        (w->n_events && !w->events) || (w->n_usage && !w->usage) || (w->n_learned && !w->learned))
         return -EINVAL;
     WritePart p = {.w = w, .ids = &p.one_id};
     if (w->n_inserts > 1 && !(p.ids = calloc(w->n_inserts, sizeof(*p.ids))))

@@ -92,7 +92,7 @@ int store_write(Store *s, StoreWrite *w, Buf *err)
 {
     if (!w)
         return -EINVAL;
-    if (!w->n_inserts && !w->n_updates && !w->n_events && !w->n_usage)
+    if (!w->n_inserts && !w->n_updates && !w->n_events && !w->n_usage && !w->n_learned)
         return 0;
     return s->ops->write(s, w, err);
 }
@@ -187,4 +187,11 @@ int store_mig_load(Store *s,
                    void *arg)
 {
     return s->ops->mig_load(s, fn, arg);
+}
+
+int store_learned_load(Store *s,
+                       int (*fn)(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms),
+                       void *arg)
+{
+    return s->ops->learned_load(s, fn, arg);
 }

@@ -78,9 +78,18 @@ typedef struct StoreUsage {
     int64_t start_ms, end_ms;
 } StoreUsage;
 
+/* The GPU memory learned for a workload class (core/learn.h): the peak to size its
+ * next job by and how many out-of-memory failures taught it. */
+typedef struct StoreLearned {
+    const char *cls;
+    uint64_t peak_mib;
+    unsigned ooms;
+} StoreLearned;
+
 /* One transaction: insert jobs (ids written back into inserts[i].id), update jobs
  * (every field but id, name, team, project, spec_json, owner and submit_ms), append
- * events and usage. All or nothing. */
+ * events and usage, set learned classes. All or nothing: a job requeued after running
+ * out of memory and what its class learned from it are durable together. */
 typedef struct StoreWrite {
     StoreJob *inserts;
     size_t n_inserts;
@@ -90,6 +99,8 @@ typedef struct StoreWrite {
     size_t n_events;
     const StoreUsage *usage;
     size_t n_usage;
+    const StoreLearned *learned;
+    size_t n_learned;
 } StoreWrite;
 
 int store_write(Store *s, StoreWrite *w, Buf *err);
@@ -126,6 +137,11 @@ int store_team_budget_set(Store *s, const char *name, double budget_gpu_hours);
 int store_team_budgets_load(Store *s,
                             int (*fn)(void *arg, const char *name, double budget_gpu_hours),
                             void *arg);
+
+/* Every learned class, in class order. */
+int store_learned_load(Store *s,
+                       int (*fn)(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms),
+                       void *arg);
 
 /* API tokens, kept as their hash. */
 #define STORE_TOKEN_HASH_LEN 32

@@ -547,6 +547,7 @@ static void test_team_budgets(void **state)
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
                                   "DROP TABLE team_budgets; ALTER TABLE tokens DROP COLUMN node; "
+                                  "DROP TABLE learned_memory; "
                                   "DELETE FROM schema_version WHERE version >= 3",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -585,6 +586,39 @@ static void test_mig(void **state)
     assert_string_equal(s.text, "n0/0 [{\"profile\": \"3g.40gb\", \"start\": 4}]; "
                                 "n0/1 [{\"profile\": \"7g.80gb\", \"start\": 0}]; "
                                 "n1/0 []; ");
+}
+
+static int see_learned(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms)
+{
+    Seen *s = arg;
+    size_t len = strlen(s->text);
+    snprintf(s->text + len, sizeof(s->text) - len, "%s %llu/%u; ", cls,
+             (unsigned long long)peak_mib, ooms);
+    s->n++;
+    return 0;
+}
+
+/* Learned classes ride in a job write (one transaction with the requeue they cause), a
+ * later write of a class replaces its row, and they survive a reopen in class order. A
+ * write whose event names a missing job takes its learned rows down with it. */
+static void test_learned(void **state)
+{
+    Fixture *f = *state;
+    StoreLearned a[] = {{.cls = "search/serve", .peak_mib = 12000, .ooms = 1},
+                        {.cls = "ads/embed", .peak_mib = 9000, .ooms = 0}};
+    StoreWrite w = {.learned = a, .n_learned = 2};
+    assert_int_equal(store_write(f->s, &w, NULL), 0);
+    StoreLearned b = {.cls = "search/serve", .peak_mib = 14400, .ooms = 2};
+    w = (StoreWrite){.learned = &b, .n_learned = 1};
+    assert_int_equal(store_write(f->s, &w, NULL), 0);
+    StoreEvent bad = {.job = 999, .t_ms = 1, .type = "oom"};
+    StoreLearned c = {.cls = "research/train", .peak_mib = 70000, .ooms = 1};
+    w = (StoreWrite){.events = &bad, .n_events = 1, .learned = &c, .n_learned = 1};
+    assert_true(store_write(f->s, &w, NULL) < 0);
+    reopen(f);
+    Seen s = {0};
+    assert_int_equal(store_learned_load(f->s, see_learned, &s), 0);
+    assert_string_equal(s.text, "ads/embed 9000/0; search/serve 14400/2; ");
 }
 
 #define THREADS     4
@@ -795,6 +829,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_teams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_team_budgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mig, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_urls, setup, teardown),
