@@ -18,7 +18,8 @@
  * then what gpuorch sets on top of both: CUDA_VISIBLE_DEVICES (GPU UUIDs for whole
  * GPUs and MPS shares, the MIG device UUID for an instance), GPUORCH_JOB_ID,
  * GPUORCH_RUN, RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
- * GPUORCH_CHECKPOINT_DIR, GPUORCH_RESUME_FROM (removed when not resuming), and for MPS
+ * GPUORCH_CHECKPOINT_DIR, GPUORCH_RESUME_FROM (removed when not resuming),
+ * GPUORCH_GPU_MEMORY_MIB (the GPU memory granted; removed without GPUs), and for MPS
  * shares CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
  * -ENOENT when a granted GPU does not exist on this node; -EAGAIN when it exists but
  * not yet in the granted shape (its MIG instance is missing, or it is still in MIG mode

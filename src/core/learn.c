@@ -97,6 +97,21 @@ int learn_oom(Learn *l, const char *cls, uint64_t peak_mib, uint64_t granted_mib
     return (int)e->ooms++;
 }
 
+const LearnEntry *learn_find(const Learn *l, const char *cls)
+{
+    return find(l, cls);
+}
+
+int learn_restore(Learn *l, const char *cls, uint64_t peak_mib, unsigned ooms)
+{
+    LearnEntry *e = entry(l, cls);
+    if (!e)
+        return -ENOMEM;
+    e->peak_mib = peak_mib;
+    e->ooms = ooms;
+    return 0;
+}
+
 uint64_t learn_peak(const Learn *l, const char *cls)
 {
     const LearnEntry *e = find(l, cls);

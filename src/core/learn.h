@@ -36,6 +36,10 @@ int learn_record(Learn *l, const char *cls, uint64_t peak_mib);
 int learn_oom(Learn *l, const char *cls, uint64_t peak_mib, uint64_t granted_mib);
 /* The learned peak of a class, 0 when nothing is known. */
 uint64_t learn_peak(const Learn *l, const char *cls);
+/* A class's entry, NULL when nothing is known of it. */
+const LearnEntry *learn_find(const Learn *l, const char *cls);
+/* Put back what a class had learned (a restarted server, from its store). 0 or -ENOMEM. */
+int learn_restore(Learn *l, const char *cls, uint64_t peak_mib, unsigned ooms);
 
 /* The GPU memory to ask for a job of the class: what it asks, raised to the learned
  * peak. 0 when the job does not ask by memory and nothing is learned. */

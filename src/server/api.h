@@ -42,6 +42,9 @@ void api_tokens_create(Server *s, const HttpRequest *rq, HttpResponse *rp);
 /* api_whoami.c: the caller's role, team and token id */
 void api_whoami(Server *s, const HttpRequest *rq, HttpResponse *rp);
 
+/* api_learned.c: the GPU memory learned per workload class */
+void api_learned(Server *s, const HttpRequest *rq, HttpResponse *rp);
+
 /* api_utilization.c: the last hour of utilisation samples (utilization.h) */
 void api_utilization(Server *s, const HttpRequest *rq, HttpResponse *rp);
 

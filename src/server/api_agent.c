@@ -53,6 +53,10 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
         return ended; /* an earlier run, or a job the server let go: nothing to record */
     WorkerRun *wr = &j->workers[rank];
     wr->reported = true;
+    json_t *peak = json_object_get(w, "peak_memory_mib");
+    if (json_is_integer(peak) && json_integer_value(peak) > 0 &&
+        (uint64_t)json_integer_value(peak) > wr->peak_mib)
+        wr->peak_mib = (uint64_t)json_integer_value(peak);
 
     const char *ckpt = json_string_value(json_object_get(w, "checkpoint"));
     if (ckpt && *ckpt && (!j->st.checkpoint || strcmp(ckpt, j->st.checkpoint))) {
@@ -83,6 +87,7 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
             changes_event(ch, j, now, "fail", detail);
         } else {
             wr->state = WORKER_EXITED;
+            wr->oom = json_is_true(json_object_get(w, "oom"));
             wr->exit_code = json_is_integer(code) ? (int32_t)json_integer_value(code)
                             : json_is_integer(sig) && json_integer_value(sig)
                                 ? 128 + (int32_t)json_integer_value(sig)

@@ -47,6 +47,7 @@ static const Route routes[] = {
     {"GET", "/web/{*}", ACT_PUBLIC, NULL},
     {"GET", "/api/v1/whoami", ACT_READ, api_whoami},
     {"GET", "/api/v1/utilization", ACT_READ, api_utilization},
+    {"GET", "/api/v1/learned", ACT_READ, api_learned},
     {"POST", "/api/v1/jobs", ACT_SUBMIT, api_jobs_submit},
     {"GET", "/api/v1/jobs", ACT_READ, api_jobs_list},
     {"GET", "/api/v1/jobs/{}", ACT_READ, api_job_get},

@@ -50,11 +50,24 @@ static void changes_usage(Changes *ch, const StoreUsage *u)
         ch->usage[ch->n_usage++] = *u;
 }
 
+void changes_learned(Changes *ch, const LearnEntry *e)
+{
+    for (size_t i = 0; i < ch->n_learned; i++)
+        if (ch->learned[i].cls == e->cls) {
+            ch->learned[i].peak_mib = e->peak_mib;
+            ch->learned[i].ooms = e->ooms;
+            return;
+        }
+    if (GROW(ch->learned, ch->learned_cap, ch->n_learned + 1) == 0)
+        ch->learned[ch->n_learned++] =
+            (StoreLearned){.cls = e->cls, .peak_mib = e->peak_mib, .ooms = e->ooms};
+}
+
 static void changes_clear(Changes *ch)
 {
     for (size_t i = 0; i < ch->n_strs; i++)
         free(ch->strs[i]);
-    ch->n_jobs = ch->n_events = ch->n_usage = ch->n_strs = 0;
+    ch->n_jobs = ch->n_events = ch->n_usage = ch->n_learned = ch->n_strs = 0;
 }
 
 void changes_free(Changes *ch)
@@ -63,13 +76,14 @@ void changes_free(Changes *ch)
     free(ch->jobs);
     free(ch->events);
     free(ch->usage);
+    free(ch->learned);
     free(ch->strs);
     *ch = (Changes){0};
 }
 
 int server_commit(Server *s, Changes *ch)
 {
-    if (!ch->n_jobs && !ch->n_events && !ch->n_usage)
+    if (!ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned)
         return 0;
     const StoreJob **up = calloc(ch->n_jobs ? ch->n_jobs : 1, sizeof(*up));
     if (!up)
@@ -81,7 +95,9 @@ int server_commit(Server *s, Changes *ch)
                     .events = ch->events,
                     .n_events = ch->n_events,
                     .usage = ch->usage,
-                    .n_usage = ch->n_usage};
+                    .n_usage = ch->n_usage,
+                    .learned = ch->learned,
+                    .n_learned = ch->n_learned};
     Buf err = {0};
     int r = store_write(s->store, &w, &err);
     if (r < 0) {
@@ -215,8 +231,15 @@ static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, 
     changes_job(ch, j);
     s->order_stale = true;
     s->dirty = true;
+    if (final == JOB_PENDING && server_job_size(s, j) == 2) {
+        /* its class learned, while it ran, that no GPU here holds it */
+        final = JOB_FAILED;
+        changes_event(ch, j, now_ms, "fail",
+                      "its workload class needs more GPU memory than any GPU of the cluster has");
+    }
     if (final == JOB_PENDING) {
         j->st.state = JOB_PENDING;
+        j->st.exit_code = -1; /* a worker's code from the run that ran out of memory */
         j->requeue = false;
         j->sj.estimate_ms = j->spec.duration_estimate_ms;
         j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
@@ -269,6 +292,63 @@ static bool worker_ended(const WorkerRun *w)
     return w->state == WORKER_EXITED || w->state == WORKER_FAILED || w->state == WORKER_GONE;
 }
 
+/* The peaks the agents saw, as Kubernetes' vertical pod autoscaler takes usage: the
+ * class's next job asks at least the most any of its workers used. */
+static void learn_peaks(Server *s, ServerJob *j, Changes *ch)
+{
+    char cls[256];
+    learn_class_of(&j->spec, cls, sizeof(cls));
+    for (size_t w = 0; w < j->n_workers; w++) {
+        uint64_t peak = j->workers[w].peak_mib;
+        if (!peak || peak <= learn_peak(&s->learn, cls))
+            continue;
+        const LearnEntry *e;
+        if (learn_record(&s->learn, cls, peak) == 0 && (e = learn_find(&s->learn, cls)))
+            changes_learned(ch, e);
+    }
+}
+
+/* Workers of the run that ran out of GPU memory teach their class to ask a fifth more
+ * than they reached (core/learn.h). True when the job should run again, sized from
+ * that: a larger grant exists for it on this cluster. */
+static bool learn_oom_run(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
+{
+    char cls[256];
+    learn_class_of(&j->spec, cls, sizeof(cls));
+    bool any = false;
+    for (size_t w = 0; w < j->n_workers && w < j->sj.pl.n_workers; w++) {
+        WorkerRun *wr = &j->workers[w];
+        if (!wr->oom)
+            continue;
+        wr->oom = false; /* once per run: the teardown that follows comes back here */
+        uint64_t granted = learn_granted_mib(s->c, &j->sj.pl.workers[w]);
+        int before = learn_oom(&s->learn, cls, wr->peak_mib, granted);
+        const LearnEntry *e = learn_find(&s->learn, cls);
+        if (before < 0 || !e)
+            continue;
+        changes_learned(ch, e);
+        any = true;
+        char detail[512];
+        int at = snprintf(detail, sizeof(detail),
+                          "rank %zu ran out of GPU memory in the %llu MiB "
+                          "it was given",
+                          w, (unsigned long long)granted);
+        if (wr->peak_mib && at > 0 && (size_t)at < sizeof(detail))
+            at += snprintf(detail + at, sizeof(detail) - (size_t)at, " (peak seen %llu MiB)",
+                           (unsigned long long)wr->peak_mib);
+        if (at > 0 && (size_t)at < sizeof(detail))
+            snprintf(detail + at, sizeof(detail) - (size_t)at,
+                     "; workload class %s now asks %llu MiB%s", cls,
+                     (unsigned long long)e->peak_mib,
+                     before ? " (not its first out-of-memory failure)" : "");
+        changes_event(ch, j, now_ms, "oom", detail);
+    }
+    if (!any)
+        return false;
+    Request r = j->sj.req;
+    return learn_size_request(&s->learn, s->c, &j->spec, &r) == 1;
+}
+
 void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
     if (!j->workers || job_state_ended(j->st.state) || j->st.state == JOB_PENDING)
@@ -296,18 +376,23 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         changes_job(ch, j);
     }
     if (j->st.state == JOB_STARTING || j->st.state == JOB_RUNNING) {
+        /* out of GPU memory: run again one size up, as its class now asks */
+        bool again = bad && learn_oom_run(s, j, now_ms, ch);
         if (ended == j->n_workers) {
             j->st.exit_code = bad ? first_bad : 0;
-            finish_run(s, j, bad ? JOB_FAILED : JOB_SUCCEEDED, now_ms, ch);
+            learn_peaks(s, j, ch);
+            finish_run(s, j, again ? JOB_PENDING : bad ? JOB_FAILED : JOB_SUCCEEDED, now_ms, ch);
         } else if (bad) {
             /* one worker of the gang failed: the rest cannot go on without it */
             j->st.exit_code = first_bad;
-            changes_event(ch, j, now_ms, "fail", "a worker failed: the others are stopped");
-            server_job_stop(s, j, STOP_TEARDOWN, false, now_ms, ch);
+            if (!again)
+                changes_event(ch, j, now_ms, "fail", "a worker failed: the others are stopped");
+            server_job_stop(s, j, STOP_TEARDOWN, again, now_ms, ch);
         }
         return;
     }
     if (j->st.state == JOB_STOPPING && ended == j->n_workers) {
+        learn_peaks(s, j, ch);
         JobState final = j->requeue                    ? JOB_PENDING
                          : j->stop_mode == STOP_CANCEL ? JOB_CANCELLED
                                                        : JOB_FAILED;

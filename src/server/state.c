@@ -136,8 +136,19 @@ static int32_t shape_of(Server *s, const Request *r)
     return (int32_t)s->n_shapes++;
 }
 
+int server_job_size(Server *s, ServerJob *j)
+{
+    int r = learn_size_request(&s->learn, s->c, &j->spec, &j->sj.req);
+    if (r == 1) {
+        j->sj.req.shape = shape_of(s, &j->sj.req);
+        j->gpu_equivalents = ask_equivalents(s->c, &j->sj.req);
+    }
+    return r;
+}
+
 /* The core's view of a job, from its spec and record; -EINVAL with err when the
- * cluster cannot run it (422 at submission). */
+ * cluster cannot run it (422 at submission). A queued job is sized from what its class
+ * learned; one that holds GPUs keeps what it holds until it is queued again. */
 static int job_bind_core(Server *s, ServerJob *j, Buf *err)
 {
     Request r;
@@ -161,6 +172,11 @@ static int job_bind_core(Server *s, ServerJob *j, Buf *err)
         .last_checkpoint_ms = j->st.checkpoint_ms,
     };
     j->gpu_equivalents = ask_equivalents(s->c, &r);
+    if (j->st.state == JOB_PENDING) {
+        int z = server_job_size(s, j);
+        if (z < 0)
+            return z;
+    }
     return 0;
 }
 
@@ -314,6 +330,11 @@ static int load_team(void *arg, const char *name, double guaranteed, double burs
     return 0;
 }
 
+static int load_learned(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms)
+{
+    return learn_restore(arg, cls, peak_mib, ooms);
+}
+
 static int load_mig(void *arg, const char *node, unsigned index, const char *layout_json)
 {
     Cluster *c = arg;
@@ -389,8 +410,10 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     r = store_open(o->db_url, &s->store, err);
     if (r < 0)
         goto fail;
+    /* what the classes learned sizes the queued jobs loaded below */
     if ((r = store_teams_load(s->store, load_team, s->c)) < 0 ||
-        (r = store_mig_load(s->store, load_mig, s->c)) < 0) {
+        (r = store_mig_load(s->store, load_mig, s->c)) < 0 ||
+        (r = store_learned_load(s->store, load_learned, &s->learn)) < 0) {
         buf_printf(err, "cannot read the store %s", o->db_url);
         goto fail;
     }
@@ -478,6 +501,7 @@ void server_close(Server *s)
         }
     }
     mix_free(&s->mix);
+    learn_free(&s->learn);
     utilization_destroy(s->util);
     free(s->nodes);
     cluster_free(s->c);
@@ -595,6 +619,18 @@ static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
         return rc == -ENOMEM ? 500 : 422;
     }
     buf_free(&why);
+    rc = learn_size_request(&s->learn, s->c, js, &r);
+    if (rc < 0)
+        return 500;
+    if (rc == 2) {
+        char cls[256];
+        learn_class_of(js, cls, sizeof(cls));
+        buf_printf(err,
+                   "job %s cannot run on cluster %s: its workload class %s ran out of GPU memory "
+                   "and needs %llu MiB, more than any GPU here has",
+                   js->name, s->c->name, cls, (unsigned long long)learn_peak(&s->learn, cls));
+        return 422;
+    }
     if (!fits_some_domain(s->c, &r)) {
         buf_printf(err, "job %s cannot run on cluster %s: no %s holds %u workers of what it asks",
                    js->name, s->c->name, scope_name(r.scope), r.workers);

@@ -14,6 +14,7 @@
 #include "core/autoscale.h"
 #include "core/cluster.h"
 #include "core/job.h"
+#include "core/learn.h"
 #include "core/place.h"
 #include "core/sched.h"
 #include "spec/spec.h"
@@ -72,6 +73,8 @@ typedef struct WorkerRun {
     int32_t pid;
     int32_t exit_code; /* WORKER_EXITED: its code, or 128 + signal */
     int64_t start_ms;  /* reported running since, -1 before */
+    uint64_t peak_mib; /* the most GPU memory its agent saw it use, 0: unknown */
+    bool oom;          /* its agent found it ran out of GPU memory */
     bool reported;     /* named in the heartbeat being handled */
 } WorkerRun;
 
@@ -153,6 +156,7 @@ typedef struct Server {
     PlaceCtx ctx;
     Mix mix;
     Sched sched;
+    Learn learn;      /* GPU memory per workload class, from the runs (core/learn.h) */
     NodeState *nodes; /* per cluster node */
 
     ServerJob **jobs; /* by id: jobs[id], NULL for ids never seen; [0] unused */
@@ -224,11 +228,15 @@ typedef struct Changes {
     size_t n_events, events_cap;
     StoreUsage *usage;
     size_t n_usage, usage_cap;
+    StoreLearned *learned; /* classes whose learned memory changed; strings are s->learn's */
+    size_t n_learned, learned_cap;
     char **strs; /* event details, owned */
     size_t n_strs, strs_cap;
 } Changes;
 void changes_job(Changes *ch, ServerJob *j);
 void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail);
+/* A class's learned memory changed: write its entry (e stays valid: Learn keeps it). */
+void changes_learned(Changes *ch, const LearnEntry *e);
 void changes_free(Changes *ch);
 /* Write the changes durably and empty the lists; 0 or -EIO (logged). */
 int server_commit(Server *s, Changes *ch);
@@ -239,6 +247,9 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
 int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
 /* Nodes whose agents went silent: lost, their jobs torn down and requeued. */
 void server_check_nodes(Server *s, int64_t now_ms);
+/* Size a queued job from what its workload class learned (core/learn.h): 0 unchanged,
+ * 1 resized, 2 when no GPU of the cluster holds what the class needs, -ENOMEM. */
+int server_job_size(Server *s, ServerJob *j);
 /* The list of jobs holding an allocation. */
 int server_hold(Server *s, ServerJob *j);
 void server_unhold(Server *s, ServerJob *j);

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "core/catalog.h"
 #include "core/job.h"
 #include "core/learn.h"
 #include "sim/sim.h"
@@ -200,6 +201,84 @@ static void test_memory_for(void **state)
     k.gpu_memory_mib = 5000;
     assert_int_equal(learn_memory_for(&l, &k), 30000);
     learn_free(&l);
+}
+
+/* learn_size_request on one H100 node (MIG allowed) and one L4 node (24 GB, no MIG):
+ *  - search/serve asks 9,000 MiB: 1g.10gb on the H100, a share of the L4 (375 milli,
+ *    9,000 / 24,000 rounded up to the share step); nothing learned: unchanged (0);
+ *  - its class learned 12,000: resized (1) to 1g.20gb on the H100 and its shape is -1;
+ *  - learned 30,000: no L4 holds it, the H100's 3g.40gb does (1);
+ *  - learned 90,000: no GPU here holds it (2) and the request is left alone;
+ *  - research/train asks 1 whole GPU of either model; learned 30,000: kept to the H100;
+ *  - learn_restore puts back a class as a store held it, ooms included. */
+static void test_size_request(void **state)
+{
+    (void)state;
+    Buf err = {0};
+    Cluster *c = NULL;
+    const char *yaml = "name: t\n"
+                       "pools:\n"
+                       "  - {name: h, tier: owned, nodes: 1,\n"
+                       "     node: {gpu_model: H100-80GB-SXM5, gpus: 8, mig: true}}\n"
+                       "  - {name: l, tier: owned, nodes: 1, node: {gpu_model: L4, gpus: 4}}\n";
+    if (spec_parse_cluster_yaml(yaml, strlen(yaml), "c.yaml", &c, &err))
+        fail_msg("cluster: %s", buf_str(&err));
+    int h = -1, l4 = -1;
+    for (size_t i = 0; i < c->n_models; i++)
+        if (!strcmp(c->models[i].m.name, "H100-80GB-SXM5"))
+            h = (int)i;
+        else if (!strcmp(c->models[i].m.name, "L4"))
+            l4 = (int)i;
+    assert_true(h >= 0 && l4 >= 0);
+    const GpuModel *hm = &c->models[h].m;
+
+    Learn le = {0};
+    JobSpec j = spec("search", "serve-3", NULL);
+    j.req = REQ_MEMORY;
+    j.gpu_memory_mib = 9000;
+    Request r;
+    assert_int_equal(request_from_job(c, &j, &r, &err), 0);
+    assert_int_equal(r.mig_profile[h], catalog_profile_index(hm, "1g.10gb"));
+    assert_true(r.share_milli[l4] > 0);
+    assert_int_equal(learn_size_request(&le, c, &j, &r), 0);
+
+    assert_int_equal(learn_record(&le, "search/serve", 12000), 0);
+    r.shape = 7;
+    assert_int_equal(learn_size_request(&le, c, &j, &r), 1);
+    assert_int_equal(r.mig_profile[h], catalog_profile_index(hm, "1g.20gb"));
+    assert_int_equal(r.shape, -1);
+    assert_int_equal(learn_size_request(&le, c, &j, &r), 0); /* already sized */
+
+    assert_int_equal(learn_record(&le, "search/serve", 30000), 0);
+    assert_int_equal(learn_size_request(&le, c, &j, &r), 1);
+    assert_int_equal(r.mig_profile[h], catalog_profile_index(hm, "3g.40gb"));
+    assert_true(!(r.models & (1ull << l4)) || r.share_milli[l4] == 0);
+
+    Request before = r;
+    assert_int_equal(learn_record(&le, "search/serve", 90000), 0);
+    assert_int_equal(learn_size_request(&le, c, &j, &r), 2);
+    assert_memory_equal(&r, &before, sizeof(r));
+
+    JobSpec t = spec("research", "train-1", NULL);
+    t.req = REQ_GPUS;
+    t.gpus = 1;
+    assert_int_equal(request_from_job(c, &t, &r, &err), 0);
+    assert_true((r.models & (1ull << h)) && (r.models & (1ull << l4)));
+    assert_int_equal(learn_size_request(&le, c, &t, &r), 0);
+    assert_int_equal(learn_record(&le, "research/train", 30000), 0);
+    assert_int_equal(learn_size_request(&le, c, &t, &r), 1);
+    assert_int_equal(r.models, 1ull << h);
+
+    assert_null(learn_find(&le, "ads/serve"));
+    assert_int_equal(learn_restore(&le, "ads/serve", 20000, 3), 0);
+    const LearnEntry *e = learn_find(&le, "ads/serve");
+    assert_non_null(e);
+    assert_int_equal(e->peak_mib, 20000);
+    assert_int_equal(e->ooms, 3);
+    assert_int_equal(learn_oom(&le, "ads/serve", 0, 20000), 3);
+    learn_free(&le);
+    cluster_free(c);
+    buf_free(&err);
 }
 
 /* ---- end to end in the simulator ---- */
@@ -462,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_record_keeps_largest),
         cmocka_unit_test(test_oom_bump),
         cmocka_unit_test(test_memory_for),
+        cmocka_unit_test(test_size_request),
         cmocka_unit_test(test_sim_oom_does_not_repeat),
         cmocka_unit_test(test_sim_oom_leaves_headroom),
         cmocka_unit_test(test_sim_fraction_oom_does_not_repeat),
