@@ -17,6 +17,7 @@ int cmd_queue(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_priority(int argc, char **argv);
 int cmd_nodes(int argc, char **argv);
+int cmd_learned(int argc, char **argv);
 int cmd_teams(int argc, char **argv);
 int cmd_usage(int argc, char **argv);
 int cmd_logs(int argc, char **argv);

@@ -1,7 +1,8 @@
 /* client_cluster.c: the commands about the cluster rather than one job: `gpuorch
- * nodes` (the GPU and MIG map), `teams` (quotas and what each team holds; setting a
- * quota), `usage` (chargeback) and `token create`. As in client_jobs.c, arguments are
- * checked before anything is sent, and -o json prints the server's reply as it came. */
+ * nodes` (the GPU and MIG map), `learned` (GPU memory per workload class), `teams` (quotas and what
+ * each team holds; setting a quota), `usage` (chargeback) and `token create`. As in client_jobs.c,
+ * arguments are checked before anything is sent, and -o json prints the server's reply as it came.
+ */
 #include "cli/cli.h"
 #include "cli/client.h"
 #include "cli/view.h"
@@ -60,6 +61,36 @@ int cmd_nodes(int argc, char **argv)
     }
     if (!(rc = client_check_format(&c, table_or_json)) && !(rc = client_connect(&c)))
         rc = get_and_show(&c, NULL, "/api/v1/nodes", view_nodes);
+    client_free(&c);
+    return rc;
+}
+
+/* ---- learned ---- */
+
+static void learned_usage(FILE *f)
+{
+    fprintf(f, "usage: gpuorch learned [OPTIONS]\n\n"
+               "Shows the GPU memory the server has learned per workload class (a job's 'class',\n"
+               "or its team and its name without a trailing number): the least its next job\n"
+               "asks, from the peaks its agents saw and a fifth above what a job overran when\n"
+               "it ran out of GPU memory, and how many times that happened.\n\n"
+               "  -o, --output FORMAT  table (default) or json: the server's reply\n" CLIENT_HELP);
+}
+
+int cmd_learned(int argc, char **argv)
+{
+    static const struct option opts[] = {CLIENT_OPTIONS, CLIENT_OPT_OUTPUT, {NULL, 0, NULL, 0}};
+    Client c;
+    client_init(&c, "learned");
+    int rc = client_parse_options(&c, argc, argv, "o:h", opts, NULL, NULL, learned_usage);
+    if (rc >= 0)
+        return rc;
+    if (optind < argc) {
+        client_error(&c, "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    if (!(rc = client_check_format(&c, table_or_json)) && !(rc = client_connect(&c)))
+        rc = get_and_show(&c, NULL, "/api/v1/learned", view_learned);
     client_free(&c);
     return rc;
 }

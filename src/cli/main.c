@@ -22,6 +22,7 @@ static const struct {
     {"priority", cmd_priority, "change a job's priority class"},
     {"nodes", cmd_nodes, "show nodes with their GPU and MIG map"},
     {"teams", cmd_teams, "show teams with quotas and usage; set quotas"},
+    {"learned", cmd_learned, "GPU memory learned per workload class"},
     {"usage", cmd_usage, "GPU-hours and cost per team and project"},
     {"logs", cmd_logs, "print a job's output"},
     {"token", cmd_token, "create an API token: token create --role R [--team T]"},

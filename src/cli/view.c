@@ -683,6 +683,45 @@ int view_teams(const json_t *reply, size_t width, Buf *out, Buf *err)
     return r;
 }
 
+/* ---- learned memory ---- */
+
+static const TableCol learned_cols[] = {
+    {"CLASS", COL_LEFT, 48, 12, 1},
+    {"ASKS AT LEAST", COL_RIGHT, 0, 0, 0},
+    {"OOMS", COL_RIGHT, 0, 0, 0},
+};
+
+int view_learned(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf *err)
+{
+    (void)now_ms;
+    const json_t *list = json_object_get(reply, "classes");
+    if (!json_is_array(list)) {
+        buf_puts(err, "the server's reply has no 'classes' list");
+        return -EINVAL;
+    }
+    if (!json_array_size(list)) {
+        buf_puts(out,
+                 "nothing learned yet: no workload class has reported a peak or run out of GPU "
+                 "memory\n");
+        return 0;
+    }
+    Table t;
+    table_init(&t, learned_cols, ARRAY_SIZE(learned_cols));
+    size_t i;
+    const json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        const char *cls = jstr(e, "class");
+        table_cell(&t, "%s", cls ? cls : "-");
+        double mib = (double)json_integer_value(json_object_get(e, "peak_memory_mib"));
+        table_cell(&t, "%.1f GiB", mib / 1024);
+        table_cell(&t, "%lld", (long long)json_integer_value(json_object_get(e, "ooms")));
+    }
+    int r = table_render(&t, width, out);
+    table_free(&t);
+    return r;
+}
+
 /* ---- usage ---- */
 
 static void group_value(Table *t, const json_t *row, const char *key)

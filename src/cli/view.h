@@ -26,6 +26,8 @@ int view_queue(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf 
  *     0 mig [1g.10gb:17,- 3g.40gb:18]   1 whole 21   2 free   3 shared [18:0.25]
  * then a summary line: the nodes by state, the GPU equivalents in use. */
 int view_nodes(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf *err);
+/* GET /learned: the GPU memory each workload class asks at least, and its OOMs. */
+int view_learned(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf *err);
 /* GET /teams ({"teams": [...]}) or one team (GET or PUT /teams/{name}). */
 int view_teams(const json_t *reply, size_t width, Buf *out, Buf *err);
 /* GET /usage: the window, then one column per group_by key, GPU-HOURS, COST, JOBS
