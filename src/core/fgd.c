@@ -54,7 +54,7 @@ static double best_share(FragCache *fc, const Cluster *c, const Node *n, const R
     unsigned want = r->share_milli[n->model];
     double best = -1;
     for (unsigned i = 0; i < v.n; i++) {
-        if (v.left[i] < want)
+        if (v.left[i] < want || place_share_room(c, n, r, i) < want)
             continue;
         NodeView w = v;
         frag_view_take_share(&w, r, i, want);

@@ -171,7 +171,7 @@ static bool best_slice(FragCache *fc, const Cluster *c, const Node *n, const Req
     if (place_slice_mode(c, n, r) == SLICE_SHARE) {
         unsigned want = r->share_milli[n->model];
         for (unsigned i = 0; i < v.n; i++) {
-            if (v.left[i] < want)
+            if (v.left[i] < want || place_share_room(c, n, r, i) < want)
                 continue;
             NodeView w = v;
             frag_view_take_share(&w, r, i, want);

@@ -124,6 +124,9 @@ typedef enum SliceMode { SLICE_NONE, SLICE_MIG, SLICE_SHARE } SliceMode;
 SliceMode place_slice_mode(const Cluster *c, const Node *n, const Request *r);
 /* Thousandths of GPU g still free for shares (0 for a MIG GPU with busy instances). */
 unsigned gpu_free_milli(const Gpu *g);
+/* The same for a share of r on GPU i of n: a request by memory that a MIG slice short of
+ * the whole GPU holds takes only room on GPUs MPS already shares (place_slice_mode). */
+unsigned place_share_room(const Cluster *c, const Node *n, const Request *r, unsigned i);
 /* Units one worker of r takes on node n. */
 uint32_t place_units_on(const Cluster *c, const Node *n, const Request *r);
 

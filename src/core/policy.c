@@ -51,7 +51,7 @@ static void pick_random(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Re
     }
     unsigned want = r->share_milli[n->model], seen = 0;
     for (unsigned i = 0; i < n->n_gpus; i++) {
-        if (gpu_free_milli(node_gpu_c(c, n, i)) < want)
+        if (place_share_room(c, n, r, i) < want)
             continue;
         if (rng_below(ctx->rng, ++seen) == 0)
             *ret = (SlicePick){.index = (uint8_t)i};

@@ -7,7 +7,7 @@
 # a fifth above the 9,728 MiB it overran (11,674 MiB) and queues the job again, sized one
 # up: 1g.20gb, where it succeeds. The next server of the class starts in 1g.20gb and never
 # runs out of memory, and so does one submitted after the server restarted (what the class
-# learned is in the store). A class that overran a whole GPU cannot run here: its job
+# learned is in the store). A class whose need outgrows every GPU here cannot run: its job
 # fails and the next job of the class is refused with 422. A failure that is not about
 # GPU memory fails the job as before.
 # Usage: test_sys_oom.sh PATH/TO/gpuorch (run from the repository root).
@@ -90,14 +90,14 @@ wait_for "$BIG" 'd["state"] in ("succeeded", "failed")' 60
 [ "$(events "$BIG")" = "submit start oom fail" ] || fail "big-1's events: $(events "$BIG")"
 api POST /api/v1/jobs "$(serve big-2 70GiB 999999)"
 [ "$STATUS" = 422 ] || fail "big-2 answered $STATUS: $(cat "$T/out")"
-grep -q "its workload class search/big ran out of GPU memory and needs 96768 MiB, more than any GPU here has" "$T/out" ||
+grep -q "its workload class search/big ran out of GPU memory and needs 86016 MiB, more than any GPU here has" "$T/out" ||
     fail "big-2's refusal: $(cat "$T/out")"
 
 # what the server learned, as the CLI shows it
 "$GPUORCH" learned >"$T/learned.txt" 2>&1 || fail "gpuorch learned: $(cat "$T/learned.txt")"
 cat >"$T/learned.want" <<'TABLE'
 CLASS         ASKS AT LEAST  OOMS
-search/big         94.5 GiB     1
+search/big         84.0 GiB     1
 search/serve       11.4 GiB     1
 TABLE
 diff -u "$T/learned.want" "$T/learned.txt" >&2 || fail "gpuorch learned shows something else"

@@ -425,12 +425,14 @@ static void test_sim_oom_does_not_repeat(void **state)
  * held to one model:
  *   0 s    s-1 (A100) asks 33,851 MiB: 3g.40gb (40,192 MiB), carved, starts at 10 s; it
  *          peaks at 40,268 and runs out of memory at 40 s. Learned: max(40,268, 40,192)
- *          x 1.2 = 48,322, which only 7g.80gb holds: the idle 3g.40gb is
- *          re-carved and s-1 starts again at 50 s; it finishes at 150 s.
- *   500 s  s-2 (H100) asks 33,851 and peaks at 46,557: sized 48,322 it gets 7g.80gb
- *          (a reconfiguration: starts at 510 s) and finishes at 610 s. Learning the one
- *          peak alone (40,268) would have given it the H100's 3g.40gb (40,448 MiB) and
- *          run it out of memory again.
+ *          x 1.2 = 48,322, which among the slices only 7g.80gb holds, the whole GPU: it
+ *          gets an MPS share of that memory instead, ceil(48,322 x 1000 / 81,920) = 590
+ *          thousandths; the GPU leaves MIG mode (a reconfiguration) and s-1 starts
+ *          again at 50 s; it finishes at 150 s.
+ *   500 s  s-2 (H100) asks 33,851 and peaks at 46,557: sized 48,322 it gets the same
+ *          share of the unpartitioned H100 (no reconfiguration: it starts at once) and
+ *          finishes at 600 s. Learning the one peak alone (40,268) would have given it
+ *          the H100's 3g.40gb (40,448 MiB) and run it out of memory again.
  * One OOM, no repeat. */
 static void test_sim_oom_leaves_headroom(void **state)
 {
@@ -453,10 +455,10 @@ static void test_sim_oom_leaves_headroom(void **state)
     assert_int_equal(r.time.finished, 2);
     event_is(&r, "start", "s-1", 0, 10000, "\"profile\": \"3g.40gb\"");
     event_is(&r, "oom", "s-1", 0, 40000, NULL);
-    event_is(&r, "start", "s-1", 1, 50000, "\"profile\": \"7g.80gb\"");
+    event_is(&r, "start", "s-1", 1, 50000, "\"fraction\": 0.59");
     event_is(&r, "finish", "s-1", 0, 150000, NULL);
-    event_is(&r, "start", "s-2", 0, 510000, "\"profile\": \"7g.80gb\"");
-    event_is(&r, "finish", "s-2", 0, 610000, NULL);
+    event_is(&r, "start", "s-2", 0, 500000, "\"fraction\": 0.59");
+    event_is(&r, "finish", "s-2", 0, 600000, NULL);
     run_result_free(&r);
     world_free(&w);
 }

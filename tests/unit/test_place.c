@@ -404,7 +404,6 @@ static void test_mig_by_memory(void **state)
         {5000, "1g.10gb", "1g.10gb"},
         {18 * 1024, "1g.20gb", "2g.20gb"},
         {30 * 1024, "3g.40gb", "4g.40gb"},
-        {81152, "7g.80gb", "7g.80gb"},
     };
     for (size_t pi = 0; pi < policy_count(); pi++) {
         if (is_k8s(pi))
@@ -430,6 +429,57 @@ static void test_mig_by_memory(void **state)
             buf_free(&why);
             cluster_free(c);
         }
+    }
+}
+
+/* Memory asks and MPS on a MIG node of two H100s (81,920 MiB), for every policy:
+ *  - 50 GiB: only 7g.80gb holds it, which isolates nothing a share does not: a share of
+ *    51,200 / 81,920 = 625 thousandths, on a fresh GPU (GPU 0 by order), MPS from then on;
+ *  - 18 GiB (one worker): GPU 0 has 375 of MPS room, so a share of 225 fills it rather
+ *    than a 1g.20gb being cut; GPU 0 holds 850;
+ *  - 18 GiB again: 150 left on GPU 0 does not hold 225: a MIG slice on GPU 1;
+ *  - 10 GiB as two workers: the same room would hold one, but a gang's mode stays put:
+ *    both get MIG slices. */
+static void test_memory_shares(void **state)
+{
+    (void)state;
+    for (size_t pi = 0; pi < policy_count(); pi++) {
+        if (is_k8s(pi))
+            continue;
+        Cluster *c = one_pool((PoolArgs){.name = "h", .model = "H100", .gpus = 2, .mig = true});
+        Placement pl[4] = {{0}};
+        Buf why = {0};
+        JobSpec big = job_memory(50 * 1024), mid = job_memory(18 * 1024);
+        assert_int_equal(place(c, policy_name(pi), &big, &pl[0], &why), 1);
+        const Grant *gr = &pl[0].workers[0].grants[0];
+        assert_int_equal(gr->kind, GRANT_SHARE);
+        assert_int_equal(gr->milli, 625);
+        unsigned shared = gr->index;
+        assert_int_equal(node_gpu_c(c, &c->nodes[0], shared)->mode, GPU_SHARED);
+
+        assert_int_equal(place(c, policy_name(pi), &mid, &pl[1], &why), 1);
+        gr = &pl[1].workers[0].grants[0];
+        assert_int_equal(gr->kind, GRANT_SHARE);
+        assert_int_equal(gr->milli, 225);
+        assert_int_equal(gr->index, shared);
+        assert_int_equal(gpu_free_milli(node_gpu_c(c, &c->nodes[0], shared)), 150);
+
+        assert_int_equal(place(c, policy_name(pi), &mid, &pl[2], &why), 1);
+        gr = &pl[2].workers[0].grants[0];
+        assert_int_equal(gr->kind, GRANT_MIG);
+        assert_int_not_equal(gr->index, shared);
+
+        placement_free(&pl[2]);
+        JobSpec pair = job_memory(10 * 1024);
+        pair.workers = 2;
+        assert_int_equal(place(c, policy_name(pi), &pair, &pl[3], &why), 1);
+        assert_int_equal(pl[3].n_workers, 2);
+        for (size_t w = 0; w < 2; w++)
+            assert_int_equal(pl[3].workers[w].grants[0].kind, GRANT_MIG);
+        for (size_t k = 0; k < 4; k++)
+            placement_free(&pl[k]);
+        buf_free(&why);
+        cluster_free(c);
     }
 }
 
@@ -1023,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_mps_shares),
         cmocka_unit_test(test_mig_by_profile),
         cmocka_unit_test(test_mig_by_memory),
+        cmocka_unit_test(test_memory_shares),
         cmocka_unit_test(test_mig_recarve),
         cmocka_unit_test(test_mig_needs_mig_node),
         cmocka_unit_test(test_gang_all_or_nothing),

@@ -139,9 +139,10 @@ static unsigned ref_max_compute(const GpuModel *m, MigLayout *l, int from)
 enum { ASK_NONE, ASK_HOST, ASK_WHOLE, ASK_MIG, ASK_SHARE };
 
 typedef struct NodeAsk {
-    int how;        /* ASK_*: what one worker takes of this node; ASK_NONE: cannot run */
-    int profile;    /* ASK_MIG */
-    unsigned milli; /* ASK_SHARE */
+    int how;          /* ASK_*: what one worker takes of this node; ASK_NONE: cannot run */
+    int profile;      /* ASK_MIG */
+    unsigned milli;   /* ASK_SHARE */
+    bool shared_only; /* ASK_SHARE: only on a GPU already in MPS mode */
 } NodeAsk;
 
 static const GpuModel *cat_of(const Cluster *c, const Node *n)
@@ -185,7 +186,10 @@ static int ref_profile_for_memory(const GpuModel *m, uint64_t mib)
     return best;
 }
 
-static NodeAsk ref_ask(const Cluster *c, const Node *n, const JobSpec *j)
+static unsigned gpu_share_room(const Gpu *g);
+
+/* gpus: the state to judge by (the node's GPUs start at n->gpu0). */
+static NodeAsk ref_ask(const Cluster *c, const Gpu *gpus, const Node *n, const JobSpec *j)
 {
     NodeAsk a = {.how = ASK_NONE, .profile = -1};
     if (!ref_admits(c, n, j))
@@ -204,15 +208,35 @@ static NodeAsk ref_ask(const Cluster *c, const Node *n, const JobSpec *j)
             if (strcasecmp(m->profiles[p].name, j->mig) == 0)
                 a.how = ASK_MIG, a.profile = p;
         break;
-    case REQ_MEMORY:
-        /* the smallest fitting slice where MIG is on, else an MPS share */
+    case REQ_MEMORY: {
+        /* the smallest fitting slice where MIG is on, else an MPS share; where MIG is on,
+         * a share too when only the whole GPU's slice holds it, or for a single worker
+         * (only on an MPS GPU) when an MPS GPU of the node has room for it */
+        unsigned milli =
+            j->gpu_memory_mib <= m->memory_mib
+                ? (unsigned)((j->gpu_memory_mib * 1000 + m->memory_mib - 1) / m->memory_mib)
+                : 0;
         if (mig && (a.profile = ref_profile_for_memory(m, j->gpu_memory_mib)) >= 0) {
             a.how = ASK_MIG;
-        } else if (j->gpu_memory_mib <= m->memory_mib) {
+            if (m->profiles[a.profile].compute_slices == m->mig_compute_slices && milli) {
+                a.how = ASK_SHARE;
+                a.milli = milli;
+            }
+            for (unsigned i = 0; a.how == ASK_MIG && milli && j->workers <= 1 && i < n->n_gpus;
+                 i++) {
+                const Gpu *g = &gpus[n->gpu0 + i];
+                if (g->mode == GPU_SHARED && gpu_share_room(g) >= milli) {
+                    a.how = ASK_SHARE;
+                    a.milli = milli;
+                    a.shared_only = true;
+                }
+            }
+        } else if (milli) {
             a.how = ASK_SHARE;
-            a.milli = (unsigned)((j->gpu_memory_mib * 1000 + m->memory_mib - 1) / m->memory_mib);
+            a.milli = milli;
         }
         break;
+    }
     case REQ_FRACTION:
         a.how = ASK_SHARE;
         a.milli = j->fraction_milli;
@@ -251,7 +275,7 @@ static unsigned gpu_share_room(const Gpu *g)
 static unsigned ref_node_room(const Cluster *c, uint32_t ni, const JobSpec *j, unsigned limit)
 {
     const Node *n = &c->nodes[ni];
-    NodeAsk a = ref_ask(c, n, j);
+    NodeAsk a = ref_ask(c, c->gpus, n, j);
     if (a.how == ASK_NONE)
         return 0;
     unsigned room = limit;
@@ -268,7 +292,8 @@ static unsigned ref_node_room(const Cluster *c, uint32_t ni, const JobSpec *j, u
             gpu += gpu_takes_whole(g);
             break;
         case ASK_SHARE:
-            gpu += gpu_share_room(g) / a.milli;
+            if (!a.shared_only || g->mode == GPU_SHARED)
+                gpu += gpu_share_room(g) / a.milli;
             break;
         case ASK_MIG: {
             if (g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units))
@@ -397,7 +422,7 @@ static void check_placement(const Cluster *c, const JobSpec *j, const Snap *befo
         const WorkerAlloc *w = &pl->workers[k];
         CHECK(w->node < c->n_nodes, "worker on node %u", w->node);
         const Node *n = &before->nodes[w->node];
-        NodeAsk a = ref_ask(c, n, j);
+        NodeAsk a = ref_ask(c, before->gpus, n, j);
         CHECK(a.how != ASK_NONE, "worker on node %s, which cannot run the job", n->name);
         CHECK(w->cpu_milli == j->cpu_milli && w->memory_mib == j->memory_mib, "host ask");
         cpu[w->node] += w->cpu_milli;
@@ -459,6 +484,9 @@ static void check_placement(const Cluster *c, const JobSpec *j, const Snap *befo
                 CHECK(gr->milli == a.milli, "share %u, want %u", gr->milli, a.milli);
                 CHECK(g->mode == GPU_SHARED || (g->mode == GPU_WHOLE && g->used_units == 0),
                       "share on a GPU in mode %u", g->mode);
+                CHECK(!a.shared_only || g->mode == GPU_SHARED,
+                      "a share of a slice-sized memory ask cut into GPU %u in mode %u", gr->index,
+                      g->mode);
                 g->mode = GPU_SHARED;
                 g->n_clients++;
                 g->used_units += a.milli * (GPU_UNITS / 1000);
@@ -797,7 +825,7 @@ static void run_set(uint64_t seed, const Policy *pol, Stats *st)
         /* the resolution agrees with the reference's */
         for (size_t i = 0; i < c->n_nodes; i++) {
             const Node *n = &c->nodes[i];
-            NodeAsk a = ref_ask(c, n, &j);
+            NodeAsk a = ref_ask(c, c->gpus, n, &j);
             if (a.how == ASK_MIG)
                 CHECK(r.mig_profile[n->model] == a.profile, "resolved profile %d, want %d",
                       r.mig_profile[n->model], a.profile);
