@@ -72,8 +72,8 @@ static void learned_usage(FILE *f)
     fprintf(f, "usage: gpuorch learned [OPTIONS]\n\n"
                "Shows the GPU memory the server has learned per workload class (a job's 'class',\n"
                "or its team and its name without a trailing number): the least its next job\n"
-               "asks, from the peaks its agents saw and a fifth above what a job overran when\n"
-               "it ran out of GPU memory, and how many times that happened.\n\n"
+               "asks, a fifth above what a job of it overran when it ran out of GPU memory,\n"
+               "and how many times that happened.\n\n"
                "  -o, --output FORMAT  table (default) or json: the server's reply\n" CLIENT_HELP);
 }
 

@@ -292,25 +292,12 @@ static bool worker_ended(const WorkerRun *w)
     return w->state == WORKER_EXITED || w->state == WORKER_FAILED || w->state == WORKER_GONE;
 }
 
-/* The peaks the agents saw, as Kubernetes' vertical pod autoscaler takes usage: the
- * class's next job asks at least the most any of its workers used. */
-static void learn_peaks(Server *s, ServerJob *j, Changes *ch)
-{
-    char cls[256];
-    learn_class_of(&j->spec, cls, sizeof(cls));
-    for (size_t w = 0; w < j->n_workers; w++) {
-        uint64_t peak = j->workers[w].peak_mib;
-        if (!peak || peak <= learn_peak(&s->learn, cls))
-            continue;
-        const LearnEntry *e;
-        if (learn_record(&s->learn, cls, peak) == 0 && (e = learn_find(&s->learn, cls)))
-            changes_learned(ch, e);
-    }
-}
-
 /* Workers of the run that ran out of GPU memory teach their class to ask a fifth more
  * than they reached (core/learn.h). True when the job should run again, sized from
- * that: a larger grant exists for it on this cluster. */
+ * that: a larger grant exists for it on this cluster. Only a failure teaches: the peak
+ * of a run that went well says little, as caching allocators and serving engines (vLLM
+ * takes nine tenths of what it sees) hold what they are given, and learning it would
+ * ratchet every class up to the largest grant it once had. */
 static bool learn_oom_run(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
     char cls[256];
@@ -380,7 +367,6 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         bool again = bad && learn_oom_run(s, j, now_ms, ch);
         if (ended == j->n_workers) {
             j->st.exit_code = bad ? first_bad : 0;
-            learn_peaks(s, j, ch);
             finish_run(s, j, again ? JOB_PENDING : bad ? JOB_FAILED : JOB_SUCCEEDED, now_ms, ch);
         } else if (bad) {
             /* one worker of the gang failed: the rest cannot go on without it */
@@ -392,7 +378,6 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         return;
     }
     if (j->st.state == JOB_STOPPING && ended == j->n_workers) {
-        learn_peaks(s, j, ch);
         JobState final = j->requeue                    ? JOB_PENDING
                          : j->stop_mode == STOP_CANCEL ? JOB_CANCELLED
                                                        : JOB_FAILED;
