@@ -51,7 +51,9 @@ static bool candidate(const Sched *s, int64_t now, const SchedJob *req, SchedJob
         if (v->priority == PRIO_PRODUCTION || now - v->run_start_ms < s->cfg.min_runtime_ms)
             return false;
         int tier;
-        if (v->borrowed)
+        /* another team's borrowed work: reclaiming the job's own team's would free
+         * nothing for the team (see preempt.h) */
+        if (v->borrowed && v->team != req->team)
             tier = 0;
         else if (v->preemptible && v->priority > req->priority &&
                  !(req->priority >= PRIO_NORMAL && v->team != req->team))

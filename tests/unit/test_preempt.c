@@ -5,7 +5,7 @@
  * exactly as it found it (all counters, every GPU's MIG layout and busy mask). Each scene
  * is worked out by hand above its test, with lost work = GPU units held x ms since the
  * victim's last checkpoint (28,000 units a GPU):
- *  - quota mode (gpuorch): borrowed work of any team first, preemptible or not; then
+ *  - quota mode (gpuorch): borrowed work of another team first, preemptible or not; then
  *    preemptible work of a lower class; never another team's guaranteed work for a
  *    normal or low job; never production (which may borrow above its guarantee, up to
  *    its burst limit); never before min_runtime_ms; the set losing the least work wins,
@@ -389,6 +389,38 @@ static void test_quota_borrowed_first_over_cheaper_nodes(void **state)
     cycle(w, NOW);
     assert_true(b2->borrowed);
     const SchedJob *want[] = {b2};
+    expect_plan(w, NOW, p, want, 1);
+}
+
+/* Rule: a job never reclaims its own team's borrowed work of its class. Team A guaranteed
+ * 6, team B 2 (bursts 12); three nodes of 4 GPUs:
+ *   a1: A, normal, preemptible, 4 GPUs on node 0, from 0: inside A's guarantee;
+ *   a2: A, normal, preemptible, 4 GPUs on node 1, from 1,000: A would hold 8 > 6, so
+ *       borrowed; checkpointed a second ago: would lose 4 x 28,000 x 1,000 = 1.1e8;
+ *   b1: B, low, preemptible, 4 GPUs on node 2, from 2,000: borrowed (4 > 2), never
+ *       checkpointed: would lose 4 x 28,000 x 3,600,000 = 4.0e11.
+ * p (A, normal, 2 GPUs): A's guaranteed part is 4, so 2 more are inside and p may
+ * preempt. Only B's borrowed b1 may go: taking a2 would swap one of A's jobs for
+ * another. The test failed with the plan {a2}, the cheaper: two pretraining gangs of one
+ * team took turns preempting each other in mix-demo (seed 4). */
+static void test_quota_never_own_teams_borrowed(void **state)
+{
+    World *w = *state;
+    Cluster *c = world_init(w, 4, 3, false);
+    add_team(c, "a", 6, 12);
+    add_team(c, "b", 2, 12);
+    world_start(w, SCHED_PREEMPT_QUOTA, SCHED_ORDER_PRIORITY);
+    SchedJob *a1 = run_on(w, (JobArgs){.gpus = 4, .team = "a", .preemptible = true}, 1, 0, 0);
+    SchedJob *a2 =
+        run_on(w, (JobArgs){.gpus = 4, .team = "a", .preemptible = true}, 2, 1000, NOW - 1000);
+    SchedJob *b1 = run_on(w, (JobArgs){.gpus = 4, .prio = "low", .team = "b", .preemptible = true},
+                          4, 2000, 0);
+    SchedJob *p = job(w, (JobArgs){.gpus = 2, .team = "a"});
+    cycle(w, NOW);
+    assert_false(a1->borrowed);
+    assert_true(a2->borrowed);
+    assert_true(b1->borrowed);
+    const SchedJob *want[] = {b1};
     expect_plan(w, NOW, p, want, 1);
 }
 
@@ -937,6 +969,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_quota_borrowed_first_across_teams),
         T(test_quota_borrowed_first_over_cheaper_nodes),
+        T(test_quota_never_own_teams_borrowed),
         T(test_quota_other_teams_guaranteed_work),
         T(test_quota_who_may_preempt),
         T(test_quota_least_lost_work_beats_fewer_victims),
