@@ -292,6 +292,42 @@ static bool worker_ended(const WorkerRun *w)
     return w->state == WORKER_EXITED || w->state == WORKER_FAILED || w->state == WORKER_GONE;
 }
 
+/* The class learned: its jobs already waiting ask what it now needs too, or fail when
+ * no GPU here holds that (they would only run out of memory). */
+static void resize_waiting(Server *s, const ServerJob *learner, const char *cls, int64_t now_ms,
+                           Changes *ch)
+{
+    char other[256];
+    for (int64_t id = 1; id <= s->max_id; id++) {
+        ServerJob *j = server_job(s, id);
+        if (!j || j == learner || j->st.state != JOB_PENDING || !j->sj.queued)
+            continue;
+        learn_class_of(&j->spec, other, sizeof(other));
+        if (strcmp(other, cls))
+            continue;
+        sched_dequeue(&s->sched, &j->sj);
+        s->order_stale = true;
+        int r = server_job_size(s, j);
+        if (r == 2) {
+            j->st.state = JOB_FAILED;
+            j->st.end_ms = now_ms;
+            s->counters.finished[JOB_FAILED]++;
+            changes_event(ch, j, now_ms, "fail",
+                          "its workload class needs more GPU memory than any GPU of the cluster "
+                          "has");
+            continue;
+        }
+        if (r == 1) {
+            char detail[320];
+            snprintf(detail, sizeof(detail), "workload class %s now asks %llu MiB", cls,
+                     (unsigned long long)learn_peak(&s->learn, cls));
+            changes_event(ch, j, now_ms, "resized", detail);
+        }
+        if (sched_enqueue(&s->sched, &j->sj) < 0)
+            log_error("event=requeue_failed job=%lld reason=out_of_memory", (long long)j->st.id);
+    }
+}
+
 /* Workers of the run that ran out of GPU memory teach their class to ask a fifth more
  * than they reached (core/learn.h). True when the job should run again, sized from
  * that: a larger grant exists for it on this cluster. Only a failure teaches: the peak
@@ -332,6 +368,7 @@ static bool learn_oom_run(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     }
     if (!any)
         return false;
+    resize_waiting(s, j, cls, now_ms, ch);
     Request r = j->sj.req;
     return learn_size_request(&s->learn, s->c, &j->spec, &r) == 1;
 }

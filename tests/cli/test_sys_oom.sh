@@ -2,14 +2,16 @@
 # test_sys_oom.sh: the running system learns GPU memory per workload class. A model server
 # asks 9 GiB, gets a 1g.10gb slice of an A100-80GB, and (as a real one whose cache grows
 # past its slice does) prints PyTorch's out-of-memory error and exits 1 while it has under
-# 15,000 MiB (GPUORCH_GPU_MEMORY_MIB, set by the agent). The agent judges the end an
+# 11,000 MiB (GPUORCH_GPU_MEMORY_MIB, set by the agent). The agent judges the end an
 # out-of-memory failure; the server records an "oom" event, learns that search/serve needs
 # a fifth above the 9,728 MiB it overran (11,674 MiB) and queues the job again, sized one
 # up: 1g.20gb, where it succeeds. The next server of the class starts in 1g.20gb and never
 # runs out of memory, and so does one submitted after the server restarted (what the class
-# learned is in the store). A class whose need outgrows every GPU here cannot run: its job
-# fails and the next job of the class is refused with 422. A failure that is not about
-# GPU memory fails the job as before.
+# learned is in the store); one that was waiting for an H100 when the class learned is
+# sized up where it waits, to an MPS share of 11,714 MiB (the H100s here are not
+# partitioned), and does not run out of memory either. A class whose need outgrows every
+# GPU here cannot run: its job fails and the next job of the class is refused with 422. A
+# failure that is not about GPU memory fails the job as before.
 # Usage: test_sys_oom.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
@@ -17,7 +19,7 @@ GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sys.sh"
 
-# the worker: out of memory below 15,000 MiB; $T/ in its command lets the cleanup find it
+# the worker: out of memory below its third argument in MiB; $T/ in its command lets the cleanup find it
 serve() {
     printf '{"name": "%s", "team": "search", "gpu_memory": "%s", "gpu_models": ["A100-80GB"], "command": ["sh", "-c", "echo granted $GPUORCH_GPU_MEMORY_MIB; if [ $GPUORCH_GPU_MEMORY_MIB -lt %s ]; then echo \\"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\\" >&2; exit 1; fi; sleep 0.5; : %s/"]}' \
         "$1" "$2" "$3" "$T"
@@ -44,7 +46,10 @@ start_server
 start_agent a100-0 sim:A100-80GB:8
 wait_nodes 1
 
-submit "$(serve serve-1 9GiB 15000)"
+# a server of the class that waits for an H100 (no H100 agent yet) when the class learns
+submit "$(serve serve-0 9GiB 11000 | sed 's/"A100-80GB"/"H100-80GB-SXM5"/')"
+ZERO=$ID
+submit "$(serve serve-1 9GiB 11000)"
 ONE=$ID
 wait_for "$ONE" 'd["state"] in ("succeeded", "failed")' 60
 [ "$(field "$ONE" 'd["state"]')" = succeeded ] || fail "serve-1 did not succeed: $(events "$ONE")"
@@ -58,8 +63,16 @@ esac
 wait_log "$ONE" 1 "granted 9728"
 wait_log "$ONE" 2 "granted 19968"
 
+# the waiting server was sized up with its class, and runs without running out of memory
+[ "$(events "$ZERO")" = "submit resized" ] || fail "serve-0's events: $(events "$ZERO")"
+[ "$(event_detail "$ZERO" resized)" = "workload class search/serve now asks 11674 MiB" ] ||
+    fail "serve-0's resized event says: $(event_detail "$ZERO" resized)"
+start_agent h100-0 sim:H100-80GB-SXM5:8
+wait_for "$ZERO" 'd["state"] in ("succeeded", "failed")' 60
+[ "$(events "$ZERO")" = "submit resized start finish" ] || fail "serve-0's events: $(events "$ZERO")"
+
 # the next server of the class is sized from what the class learned
-submit "$(serve serve-2 9GiB 15000)"
+submit "$(serve serve-2 9GiB 11000)"
 TWO=$ID
 wait_for "$TWO" 'd["state"] in ("succeeded", "failed")' 60
 [ "$(events "$TWO")" = "submit start finish" ] || fail "serve-2's events: $(events "$TWO")"
@@ -69,8 +82,8 @@ wait_log "$TWO" 1 "granted 19968"
 kill -KILL "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null || true
 start_server
-wait_nodes 1
-submit "$(serve serve-3 9GiB 15000)"
+wait_nodes 2
+submit "$(serve serve-3 9GiB 11000)"
 THREE=$ID
 wait_for "$THREE" 'd["state"] in ("succeeded", "failed")' 60
 [ "$(events "$THREE")" = "submit start finish" ] || fail "serve-3's events: $(events "$THREE")"
