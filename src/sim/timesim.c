@@ -10,7 +10,8 @@
  *    last checkpoint; either way it holds its GPUs until then and is queued again;
  *  - a job whose true peak GPU memory exceeds what it was given runs out of memory
  *    shortly after it starts: the simulator records the peak with the core (learn.h),
- *    which sizes this job and every later job of its class from it.
+ *    which sizes this job, the jobs of its class already waiting and every later one
+ *    from it.
  * The scheduler is never told a job's true duration unless --oracle-estimates.
  *
  * Nodes come and go when a pool autoscales or spot is interrupted: the autoscaler
@@ -426,6 +427,34 @@ static int enqueue(TimeSim *s, uint32_t j)
     return err;
 }
 
+/* The class cls learned: its jobs already waiting (not j) are sized from it where they
+ * wait, as the server does, or can never run. */
+static int resize_waiting(TimeSim *s, uint32_t j, const char *cls)
+{
+    char other[256];
+    for (size_t i = 0; i < s->n_jobs; i++) {
+        SimJob *w = &s->jobs[i];
+        if (i == j || w->phase != PH_WAITING || !w->sj.queued)
+            continue;
+        learn_class_of(spec_of(s, (uint32_t)i), other, sizeof(other));
+        if (strcmp(other, cls))
+            continue;
+        sched_dequeue(&s->sched, &w->sj);
+        int err = learn_size_request(&s->learn, s->c, spec_of(s, (uint32_t)i), &w->sj.req);
+        if (err == 2) {
+            w->phase = PH_NEVER;
+            s->unfit++;
+            evlog_job(&s->ev, s->now_ms, "unschedulable", spec_of(s, (uint32_t)i)->name,
+                      "its workload class needs more GPU memory than any GPU of the cluster has");
+            continue;
+        }
+        if (err < 0 || (err = sched_enqueue(&s->sched, &w->sj)) < 0)
+            return err;
+    }
+    s->dirty = true;
+    return 0;
+}
+
 /* A preemption signal: checkpoint within the grace (at most max_grace) when the cost
  * allows, else lose the work since the last checkpoint; hold the GPUs until then. */
 static int signal_stop_within(TimeSim *s, uint32_t j, int64_t max_grace)
@@ -809,7 +838,8 @@ static int on_oom(TimeSim *s, uint32_t j)
     sj->done_ms = sj->saved_ms;
     evlog_job(&s->ev, s->now_ms, "oom", spec->name, NULL);
     take_off(s, j);
-    return enqueue(s, j);
+    int err = resize_waiting(s, j, cls);
+    return err < 0 ? err : enqueue(s, j);
 }
 
 static int handle(TimeSim *s, const Event *e)

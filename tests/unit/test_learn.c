@@ -499,6 +499,38 @@ static void test_sim_fraction_oom_does_not_repeat(void **state)
     world_free(&w);
 }
 
+/* Rule: a job of the class already waiting when the class learns is sized where it waits.
+ * One A100-80GB, not partitioned. fill (ads, gpu_fraction 0.9, 1,000 s) and f-1 (search,
+ * 0.1 = 8,192 MiB, peak 12,000, 100 s) start at 0; f-2 (search, 0.1, peak 12,000, 100 s)
+ * arrives at 10 s and waits: the GPU is full. At 30 s f-1 runs out of memory; its class
+ * learns 14,400 MiB (0.176) and f-1 waits, sized 0.176; so does f-2. At 1,000 s fill
+ * ends, both start (0.352 of the GPU) and finish at 1,100 s. One OOM, no repeat. (It
+ * failed with a repeat: f-2 kept 0.1 and ran out of memory at 1,030 s.) */
+static void test_sim_waiting_job_is_sized_when_its_class_learns(void **state)
+{
+    (void)state;
+    World w;
+    world_init(&w,
+               "name: t\n"
+               "pools:\n"
+               "  - {name: a, tier: owned, nodes: 1, node: {gpu_model: A100-80GB, gpus: 1}}\n",
+               "id,team,kind,gpu_fraction,submit_s,duration_s,peak_memory_mib\n"
+               "fill,ads,batch,0.9,0,1000,\n"
+               "f-1,search,inference,0.1,0,100,12000\n"
+               "f-2,search,inference,0.1,10,100,12000\n");
+    RunResult r;
+    run(&w, &r);
+    assert_int_equal(r.time.oom_failures, 1);
+    assert_int_equal(r.time.oom_repeats, 0);
+    assert_int_equal(r.time.finished, 3);
+    event_is(&r, "oom", "f-1", 0, 30000, NULL);
+    event_is(&r, "start", "f-1", 1, 1000000, "\"fraction\": 0.176");
+    event_is(&r, "start", "f-2", 0, 1000000, "\"fraction\": 0.176");
+    event_is(&r, "finish", "f-2", 0, 1100000, NULL);
+    run_result_free(&r);
+    world_free(&w);
+}
+
 /* Rule: a class that needs more memory than any GPU of the cluster has is not retried.
  * One A100-80GB (81,920 MiB), not partitioned. w-1 (search, 1 whole GPU, peak 100,000
  * MiB, 100 s of work) starts at 0 and runs out of memory at 30 s; 100,000 is learned, no
@@ -547,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_sim_oom_does_not_repeat),
         cmocka_unit_test(test_sim_oom_leaves_headroom),
         cmocka_unit_test(test_sim_fraction_oom_does_not_repeat),
+        cmocka_unit_test(test_sim_waiting_job_is_sized_when_its_class_learns),
         cmocka_unit_test(test_sim_oom_beyond_every_gpu_is_unschedulable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
