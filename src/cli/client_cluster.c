@@ -47,12 +47,14 @@ static void nodes_usage(FILE *f)
                "  -o, --output FORMAT  table (default) or json: the server's reply\n" CLIENT_HELP);
 }
 
-int cmd_nodes(int argc, char **argv)
+/* A command that takes no argument but -o and shows one GET. */
+static int show_command(int argc, char **argv, const char *name, void (*usage)(FILE *),
+                        const char *path, View view)
 {
     static const struct option opts[] = {CLIENT_OPTIONS, CLIENT_OPT_OUTPUT, {NULL, 0, NULL, 0}};
     Client c;
-    client_init(&c, "nodes");
-    int rc = client_parse_options(&c, argc, argv, "o:h", opts, NULL, NULL, nodes_usage);
+    client_init(&c, name);
+    int rc = client_parse_options(&c, argc, argv, "o:h", opts, NULL, NULL, usage);
     if (rc >= 0)
         return rc;
     if (optind < argc) {
@@ -60,9 +62,14 @@ int cmd_nodes(int argc, char **argv)
         return 2;
     }
     if (!(rc = client_check_format(&c, table_or_json)) && !(rc = client_connect(&c)))
-        rc = get_and_show(&c, NULL, "/api/v1/nodes", view_nodes);
+        rc = get_and_show(&c, NULL, path, view);
     client_free(&c);
     return rc;
+}
+
+int cmd_nodes(int argc, char **argv)
+{
+    return show_command(argc, argv, "nodes", nodes_usage, "/api/v1/nodes", view_nodes);
 }
 
 /* ---- learned ---- */
@@ -79,20 +86,7 @@ static void learned_usage(FILE *f)
 
 int cmd_learned(int argc, char **argv)
 {
-    static const struct option opts[] = {CLIENT_OPTIONS, CLIENT_OPT_OUTPUT, {NULL, 0, NULL, 0}};
-    Client c;
-    client_init(&c, "learned");
-    int rc = client_parse_options(&c, argc, argv, "o:h", opts, NULL, NULL, learned_usage);
-    if (rc >= 0)
-        return rc;
-    if (optind < argc) {
-        client_error(&c, "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
-    if (!(rc = client_check_format(&c, table_or_json)) && !(rc = client_connect(&c)))
-        rc = get_and_show(&c, NULL, "/api/v1/learned", view_learned);
-    client_free(&c);
-    return rc;
+    return show_command(argc, argv, "learned", learned_usage, "/api/v1/learned", view_learned);
 }
 
 /* ---- teams ---- */

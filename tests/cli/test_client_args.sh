@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_client_args.sh: the client commands (submit, queue, cancel, priority, nodes,
-# teams, usage, logs, token) without a server: what they refuse before sending
+# learned, teams, usage, logs, token) without a server: what they refuse before sending
 # anything (exit 2, a message naming the argument), a server that is not there (exit
 # 1, "cannot reach"), and --help (exit 0). Their exchanges with a running server are
 # checked by the test_sys_*.sh scripts.
@@ -15,7 +15,7 @@ GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export GPUORCH_SERVER=http://127.0.0.1:$PORT GPUORCH_TOKEN=t
 
-for cmd in submit queue cancel priority nodes teams usage logs token; do
+for cmd in submit queue cancel priority nodes learned teams usage logs token; do
     run 0 "$GPUORCH" $cmd --help
     out_has "usage: gpuorch $cmd"
     out_has "GPUORCH_SERVER"
@@ -89,11 +89,15 @@ run 2 "$GPUORCH" nodes --server ftp://example
 err_has "gpuorch nodes: --server must be an http:// or https:// URL"
 run 2 env GPUORCH_SERVER=localhost:8080 "$GPUORCH" nodes
 err_has "GPUORCH_SERVER must be an http:// or https:// URL"
+run 2 "$GPUORCH" learned search
+err_has "gpuorch learned: unexpected argument 'search'"
+run 2 "$GPUORCH" learned -o csv
+err_has "gpuorch learned: -o must be table or json, not 'csv'"
 
 # ---- the same commands, well formed, find no server ----
 run 1 "$GPUORCH" submit "$T/a.yaml"
 err_has "gpuorch submit: $T/a.yaml: cannot reach the gpuorch server at http://127.0.0.1:$PORT"
-for args in "queue" "cancel 17" "priority 17 high" "nodes" "teams" "teams search --set-burst 4" \
+for args in "queue" "cancel 17" "priority 17 high" "nodes" "learned" "teams" "teams search --set-burst 4" \
     "usage --from 2026-01-01 --by tier" "logs 17" "logs -f 17" "token create --role viewer"; do
     # shellcheck disable=SC2086
     run 1 "$GPUORCH" $args
