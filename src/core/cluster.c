@@ -532,6 +532,16 @@ void cluster_set_schedulable(Cluster *c, uint32_t node, bool on)
 void cluster_set_node_state(Cluster *c, uint32_t node, NodePresence st)
 {
     Node *n = &c->nodes[node];
+    if (st == NODE_ABSENT && n->state != NODE_ABSENT && node_empty(n)) {
+        /* the machine is given back: the one that comes up in its place has its GPUs
+         * as they leave the factory, MIG off (an autoscaler that kept the old layout
+         * saw no room for whole-GPU work on a node it would start) */
+        MigLayout off;
+        mig_layout_clear(&off);
+        for (unsigned i = 0; i < n->n_gpus; i++)
+            if (node_gpu(c, n, i)->mode == GPU_MIG)
+                cluster_set_mig(c, node, i, &off);
+    }
     n->state = (uint8_t)st;
     n->schedulable = st == NODE_UP;
     n->version++;

@@ -166,7 +166,17 @@ static void give_back(Server *s, uint32_t node)
     }
     pn->launch_at_ms = 0;
     pn->asked_ms = 0;
+    /* the core forgets the machine's MIG layouts (a new one comes up unpartitioned):
+     * so does the store, or a restart would bring them back */
+    const Node *n = &s->c->nodes[node];
+    bool carved[NODE_MAX_GPUS] = {false};
+    for (unsigned i = 0; i < n->n_gpus && i < NODE_MAX_GPUS; i++)
+        carved[i] = node_gpu_c(s->c, n, i)->mode == GPU_MIG;
     cluster_set_node_state(s->c, node, NODE_ABSENT);
+    for (unsigned i = 0; i < n->n_gpus && i < NODE_MAX_GPUS; i++)
+        if (carved[i] && node_gpu_c(s->c, n, i)->mode != GPU_MIG &&
+            store_mig_set(s->store, n->name, i, "[]") < 0)
+            log_error("event=store_write_failed what=mig node=%s gpu=%u", n->name, i);
     s->nodes[node].liveness = NODE_UNKNOWN;
     s->nodes[node].seen_mono_ms = server_mono_ms();
     log_info("event=provider_released node=%s", s->c->nodes[node].name);

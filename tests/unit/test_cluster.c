@@ -413,6 +413,45 @@ static void test_apply_release(void **state)
     cluster_free(c);
 }
 
+/* A node given back (absent) comes back with its GPUs as new: MIG off, all whole and
+ * free. One H100 node of 4 GPUs: GPU 0 carved into 3g.40gb x 2 (idle), GPU 1 left whole.
+ * Absent: 4 whole GPUs free, none in MIG mode. Starting and up again: the same. A node
+ * that holds work is not reset (it cannot go absent that way; the state alone changes). */
+static void test_absent_node_forgets_mig(void **state)
+{
+    (void)state;
+    Cluster *c = cluster_new("s");
+    assert_non_null(c);
+    add_pool(c, "h", cluster_model(c, "H100", 0), 4, 1, NULL, 0, true);
+    Node *n = &c->nodes[0];
+    int g3 = profile(c, 0, "3g.40gb");
+    MigLayout l;
+    mig_layout_clear(&l);
+    l.profile_at[0] = l.profile_at[4] = (uint8_t)g3;
+    assert_int_equal(cluster_set_mig(c, 0, 0, &l), 0);
+    assert_int_equal(n->free_whole, 3);
+    assert_int_equal(n->idle_mig, 1);
+    cluster_set_node_state(c, 0, NODE_ABSENT);
+    assert_int_equal(n->free_whole, 4);
+    assert_int_equal(n->idle_mig, 0);
+    assert_int_equal(node_gpu_c(c, n, 0)->mode, GPU_WHOLE);
+    assert_true(mig_layout_empty(&node_gpu_c(c, n, 0)->mig));
+    cluster_set_node_state(c, 0, NODE_STARTING);
+    cluster_set_node_state(c, 0, NODE_UP);
+    assert_int_equal(n->free_whole, 4);
+    assert_true(cluster_consistent(c));
+
+    /* busy: the layout stays */
+    assert_int_equal(cluster_set_mig(c, 0, 0, &l), 0);
+    WorkerAlloc m = {.node = 0, .n_grants = 1};
+    m.grants[0] =
+        (Grant){.index = 0, .kind = GRANT_MIG, .mig_profile = (uint8_t)g3, .mig_start = 4};
+    cluster_apply_worker(c, &m);
+    cluster_set_node_state(c, 0, NODE_ABSENT);
+    assert_int_equal(node_gpu_c(c, n, 0)->mode, GPU_MIG);
+    cluster_free(c);
+}
+
 static void test_set_mig(void **state)
 {
     Cluster *c = cluster_new("s");
@@ -751,10 +790,15 @@ static void test_random_sequences(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_build_and_naming), cmocka_unit_test(test_teams_fabrics_names),
-        cmocka_unit_test(test_models),           cmocka_unit_test(test_initial_mig),
-        cmocka_unit_test(test_grant_units),      cmocka_unit_test(test_apply_release),
-        cmocka_unit_test(test_set_mig),          cmocka_unit_test(test_random_sequences),
+        cmocka_unit_test(test_build_and_naming),
+        cmocka_unit_test(test_teams_fabrics_names),
+        cmocka_unit_test(test_models),
+        cmocka_unit_test(test_initial_mig),
+        cmocka_unit_test(test_grant_units),
+        cmocka_unit_test(test_apply_release),
+        cmocka_unit_test(test_absent_node_forgets_mig),
+        cmocka_unit_test(test_set_mig),
+        cmocka_unit_test(test_random_sequences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
