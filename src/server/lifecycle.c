@@ -231,11 +231,11 @@ static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, 
     changes_job(ch, j);
     s->order_stale = true;
     s->dirty = true;
+    const char *why = NULL;
     if (final == JOB_PENDING && server_job_size(s, j) == 2) {
         /* its class learned, while it ran, that no GPU here holds it */
         final = JOB_FAILED;
-        changes_event(ch, j, now_ms, "fail",
-                      "its workload class needs more GPU memory than any GPU of the cluster has");
+        why = "its workload class needs more GPU memory than any GPU of the cluster has";
     }
     if (final == JOB_PENDING) {
         j->st.state = JOB_PENDING;
@@ -258,7 +258,9 @@ static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, 
                   final == JOB_SUCCEEDED ? "finish"
                   : final == JOB_FAILED  ? "fail"
                                          : "cancelled",
-                  final == JOB_CANCELLED ? NULL : detail);
+                  why                      ? why
+                  : final == JOB_CANCELLED ? NULL
+                                           : detail);
 }
 
 void server_job_stop(Server *s, ServerJob *j, StopMode mode, bool requeue, int64_t now_ms,

@@ -10,8 +10,9 @@
 # learned is in the store); one that was waiting for an H100 when the class learned is
 # sized up where it waits, to an MPS share of 11,714 MiB (the H100s here are not
 # partitioned), and does not run out of memory either. A class whose need outgrows every
-# GPU here cannot run: its job fails and the next job of the class is refused with 422. A
-# failure that is not about GPU memory fails the job as before.
+# GPU here cannot run: its job fails and the next job of the class is refused with 422. In
+# a gang, the rank that ran out of memory takes the others down and all run again one size
+# up. A failure that is not about GPU memory fails the job as before.
 # Usage: test_sys_oom.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
@@ -106,12 +107,24 @@ api POST /api/v1/jobs "$(serve big-2 70GiB 999999)"
 grep -q "its workload class search/big ran out of GPU memory and needs 86016 MiB, more than any GPU here has" "$T/out" ||
     fail "big-2's refusal: $(cat "$T/out")"
 
+# a gang: rank 1 runs out of memory in its 1g.10gb while rank 0 would run on for a
+# minute; rank 0 is stopped, and both run again in 1g.20gb
+submit "{\"name\": \"pair-1\", \"team\": \"research\", \"workers\": 2, \"gpu_memory\": \"9GiB\", \"gpu_models\": [\"A100-80GB\"], \"command\": [\"sh\", \"-c\", \"if [ \$GPUORCH_GPU_MEMORY_MIB -ge 11000 ]; then exit 0; fi; if [ \$RANK = 1 ]; then echo 'CUDA error: out of memory' >&2; exit 1; fi; sleep 60; : $T/\"]}"
+PAIR=$ID
+wait_for "$PAIR" 'd["state"] in ("succeeded", "failed")' 60
+[ "$(events "$PAIR")" = "submit start oom requeue start finish" ] || fail "pair-1's events: $(events "$PAIR")"
+case "$(event_detail "$PAIR" oom)" in
+"rank 1 ran out of GPU memory in the 9728 MiB it was given; workload class research/pair now asks 11674 MiB") ;;
+*) fail "pair-1's oom event says: $(event_detail "$PAIR" oom)" ;;
+esac
+
 # what the server learned, as the CLI shows it
 "$GPUORCH" learned >"$T/learned.txt" 2>&1 || fail "gpuorch learned: $(cat "$T/learned.txt")"
 cat >"$T/learned.want" <<'TABLE'
-CLASS         ASKS AT LEAST  OOMS
-search/big         84.0 GiB     1
-search/serve       11.4 GiB     1
+CLASS          ASKS AT LEAST  OOMS
+research/pair       11.4 GiB     1
+search/big          84.0 GiB     1
+search/serve        11.4 GiB     1
 TABLE
 diff -u "$T/learned.want" "$T/learned.txt" >&2 || fail "gpuorch learned shows something else"
 api GET /api/v1/learned
