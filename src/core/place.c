@@ -6,12 +6,13 @@
  * the valid starts of a profile are disjoint aligned blocks), so greedy filling never
  * strands a gang that fits.
  *
- * A request by memory on a MIG node takes a slice, except that a share of its memory
- * replaces the whole GPU's slice (measured on the mixed cluster under mix-demo, where a
- * model server class learns 48-57 GB after an OOM: the GPUs it held whole now also hold
- * notebooks and small servers, +0.3 to +1.3 points of utilisation), and a one-worker
- * request fills MPS room a GPU of the node already has before a slice is cut (with the
- * first rule, all five seeds at 78.3-79.2%, from 76.1-79.1%; bench/RESULTS.md). */
+ * A request by memory on a MIG node takes a slice, with two exceptions MPS serves
+ * better: where only the whole GPU's slice holds it, it takes a share of its memory and
+ * leaves the rest of that GPU to other shares; and a one-worker request takes MPS room a
+ * GPU of the node already has rather than cut a slice. Measured on the mixed cluster
+ * under mix-demo, where a model-server class learns 48-57 GB after an out-of-memory
+ * failure: the first alone gave +0.3 to +1.3 points of utilisation on the five seeds,
+ * both together 78.3-79.2% where it was 76.1-79.1% (bench/RESULTS.md). */
 #include "core/place.h"
 #include "core/policies.h"
 
