@@ -6,7 +6,8 @@
 // the research team's lead moves a pending job before its neighbour and changes a
 // priority, and the API shows the new order; a member and a viewer get no such
 // controls; the chargeback CSV the page downloads equals GET /api/v1/usage?format=csv
-// for the same period. Every page is photographed at 1280x800 and at a phone's size;
+// for the same period; the Team page shows the GPU memory a class learned from a job
+// that ran out of it. Every page is photographed at 1280x800 and at a phone's size;
 // any console error fails the test (but for the refusals a step expects).
 //
 // Usage: node tests/web/portal.test.mjs PATH/TO/gpuorch   (from the repository root)
@@ -214,6 +215,14 @@ async function main() {
   await submit({ name: 'ci-smoke', team: 'platform', project: 'ci', kind: 'batch', gpu_fraction: 0.5, gpu_models: ['L4'] });
   await submit({ name: 'vision-eval', team: 'research', project: 'vision', kind: 'batch', gpus: 2, gpu_models: ['L4'] });
   await until('the first jobs running', async () => (await call('GET', `/jobs/${pretrain.id}`)).state === 'running');
+  // A research server that runs out of memory in a 1g.10gb slice (9,728 MiB): it runs
+  // again in 1g.20gb and its class learns 11,674 MiB, which the Team page shows.
+  const oom = await call('POST', '/jobs', {
+    name: 'embed-serve-1', team: 'research', project: 'vision', kind: 'inference', gpu_memory: '9GiB',
+    gpu_models: ['A100-80GB'],
+    command: ['sh', '-c', 'if [ "$GPUORCH_GPU_MEMORY_MIB" -lt 11000 ]; then echo "torch.OutOfMemoryError: CUDA out of memory" >&2; exit 1; fi'],
+  });
+  await until('the server to run again one size up', async () => (await call('GET', `/jobs/${oom.id}`)).state === 'succeeded');
   const waiting = [];
   for (const n of ['llm-sft-a', 'llm-sft-b', 'llm-sft-c'])
     waiting.push((await submit({ name: n, team: 'research', project: 'llm-pretrain', kind: 'training', gpus: 8, gpu_models: H100 })).id);
@@ -327,6 +336,10 @@ async function main() {
   check((await call('GET', `/jobs/${b}`)).priority === 'high', 'the priority did not change');
   check(await page.getByLabel(`Priority of job ${b} llm-sft-b`).locator('option[value="production"]').count() === 0,
     'a lead is offered production');
+  const learnedRow = page.locator('table.learned tbody tr', { hasText: 'embed-serve' });
+  await learnedRow.waitFor();
+  check((await learnedRow.innerText()).replace(/\s+/g, ' ').trim() === 'embed-serve 11.4 GiB 1',
+    `the learned row says ${await learnedRow.innerText()}`);
   await shoot(page, '4-team-lead');
   log('the lead reordered the team and raised a priority');
 

@@ -3,7 +3,9 @@
 // order the queue takes them. The team's lead (and an admin) change a job's priority
 // class and move a pending job before or after its neighbour of the same class
 // (PATCH /api/v1/jobs/{id} with priority, before or after); everyone else sees the
-// same list without those controls.
+// same list without those controls. Below them, the GPU memory the scheduler learned
+// for the team's workload classes (GET /api/v1/learned): why a job asks more than it
+// was written with.
 import { api } from '../api.js';
 import { barChart } from '../chart.js';
 import { canPrioritize, ownTeam, priorities } from '../perms.js';
@@ -45,16 +47,33 @@ function summary(t) {
       dl('Projects', t.projects.join(', ') || '—')));
 }
 
+// The team's workload classes ("team/name") and the GPU memory each now asks at least.
+function learnedCard(classes, teamName) {
+  const mine = classes.filter((c) => c.class.startsWith(`${teamName}/`));
+  return [h('h2', { id: 'team-learned' }, 'GPU memory learned'),
+    h('p', { class: 'help' }, 'A job that runs out of GPU memory runs again one size up, and every later job of its class (its name without a trailing number) asks at least this much.'),
+    mine.length
+      ? h('table', { class: 'learned', 'aria-labelledby': 'team-learned' },
+        h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Class'), h('th', { scope: 'col', class: 'num' }, 'Asks at least'),
+          h('th', { scope: 'col', class: 'num' }, 'Out-of-memory failures'))),
+        h('tbody', {}, mine.map((c) => h('tr', {},
+          h('td', {}, c.class.slice(teamName.length + 1)),
+          h('td', { class: 'num' }, `${(c.peak_memory_mib / 1024).toFixed(1)} GiB`),
+          h('td', { class: 'num' }, String(c.ooms))))))
+      : h('p', { class: 'empty' }, 'Nothing learned yet: no job of this team has run out of GPU memory.')];
+}
+
 export async function render(root, { me }) {
   const fixed = ownTeam(me);
   let teamName = fixed || '';
   const head = h('div', { class: 'page-head' }, h('h1', { id: 'page-title' }, 'Team'));
   const top = h('div');
   const standing = h('div', { class: 'card' });
+  const learned = h('div', { class: 'card' });
   const jobsBox = h('div', { class: 'table-wrap' });
   const notice = h('p', { class: 'notice', role: 'status' });
   const status = h('p', { class: 'muted status', 'aria-live': 'polite' });
-  root.append(head, top, h('div', { class: 'card' }, h('h2', { id: 'team-jobs' }, 'Jobs in priority order'), notice, jobsBox), standing, status);
+  root.append(head, top, h('div', { class: 'card' }, h('h2', { id: 'team-jobs' }, 'Jobs in priority order'), notice, jobsBox), standing, learned, status);
 
   let lastJson = '';
   let busy = false;
@@ -126,9 +145,10 @@ export async function render(root, { me }) {
   async function load(force) {
     if (busy) return;
     try {
-      const [t, jobs] = await Promise.all([
+      const [t, jobs, mem] = await Promise.all([
         api('GET', '/teams'),
         teamName ? api('GET', `/jobs?${new URLSearchParams({ state: 'active', team: teamName })}`) : { jobs: [] },
+        api('GET', '/learned'),
       ]);
       if (!teamName && t.teams.length) {
         teamName = t.teams[0].name;
@@ -141,7 +161,7 @@ export async function render(root, { me }) {
         }, t.teams.map((x) => h('option', { value: x.name, selected: x.name === teamName }, x.name)))));
       }
       const lead = canPrioritize(me, teamName);
-      const json = JSON.stringify([t, jobs]);
+      const json = JSON.stringify([t, jobs, mem]);
       if (json !== lastJson || force) {
         lastJson = json;
         redraw(top, team ? summary(team) : h('p', { class: 'error' }, `No team ${teamName}.`));
@@ -154,6 +174,7 @@ export async function render(root, { me }) {
             label: 'Fair-share usage by team',
             rows: t.teams.map((x) => ({ label: x.name, value: x.fair_share_usage, text: `${(x.fair_share_usage * 100).toFixed(1)}% (weight ${x.weight})` })),
           }));
+        redraw(learned, ...learnedCard(mem.classes, teamName));
       }
       status.textContent = `Updated ${new Date().toLocaleTimeString()}; refreshes every ${REFRESH_MS / 1000} s.`;
     } catch (e) {
