@@ -269,6 +269,22 @@ int client_parse_id(const char *s, int64_t *ret_id)
     return 0;
 }
 
+bool client_words_known(const char *list, const char *const *known, size_t n_known)
+{
+    const char *p = list;
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        bool ok = false;
+        for (size_t i = 0; i < n_known; i++)
+            ok |= strlen(known[i]) == n && !strncmp(p, known[i], n);
+        if (!ok)
+            return false;
+        if (!p[n])
+            return true;
+        p += n + 1;
+    }
+}
+
 int client_parse_time_ms(const char *s, int64_t *ret_ms)
 {
     int64_t ms;

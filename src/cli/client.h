@@ -102,6 +102,9 @@ void client_query(Buf *path, const char *key, const char *value);
 /* Append s percent-encoded for a path segment or a query value. */
 void client_escape(Buf *b, const char *s);
 
+/* Is every comma-separated word of list one of the n words known ("a,b": yes when both
+ * are; an empty word never is)? */
+bool client_words_known(const char *list, const char *const *known, size_t n);
 /* A job id: a whole number above 0. 0 or -EINVAL. */
 int client_parse_id(const char *s, int64_t *ret_id);
 /* "2026-11-30" (midnight UTC), "2026-11-30T14:05" (UTC, ":SS" allowed) or ms since

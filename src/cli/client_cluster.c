@@ -269,18 +269,7 @@ typedef struct UsageArgs {
 static bool valid_group_by(const char *list)
 {
     static const char *const keys[] = {"team", "project", "pool", "model", "tier"};
-    const char *p = list;
-    for (;;) {
-        size_t n = strcspn(p, ",");
-        bool ok = false;
-        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
-            ok |= strlen(keys[i]) == n && !strncmp(p, keys[i], n);
-        if (!ok)
-            return false;
-        if (!p[n])
-            return true;
-        p += n + 1;
-    }
+    return client_words_known(list, keys, ARRAY_SIZE(keys));
 }
 
 static int usage_option(void *ctx, int opt, const char *arg)

@@ -176,18 +176,7 @@ static bool valid_states(const char *list)
 {
     static const char *const known[] = {"active",   "pending",   "starting", "running",
                                         "stopping", "succeeded", "failed",   "cancelled"};
-    const char *p = list;
-    for (;;) {
-        size_t n = strcspn(p, ",");
-        bool ok = false;
-        for (size_t i = 0; i < ARRAY_SIZE(known); i++)
-            ok |= strlen(known[i]) == n && !strncmp(p, known[i], n);
-        if (!ok)
-            return false;
-        if (!p[n])
-            return true;
-        p += n + 1;
-    }
+    return client_words_known(list, known, ARRAY_SIZE(known));
 }
 
 static int queue_option(void *ctx, int opt, const char *arg)

@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "sim_fixture.h"
+
 #include "core/catalog.h"
 #include "core/job.h"
 #include "core/learn.h"
@@ -283,27 +285,12 @@ static void test_size_request(void **state)
 
 /* ---- end to end in the simulator ---- */
 
-typedef struct World {
-    Cluster *c;
-    JobList jobs;
-    SimInput in;
-} World;
-
 /* A cluster from YAML, jobs from the simulator's CSV; time mode with the defaults:
  * MIG reconfiguration 10 s, an out-of-memory failure 30 s after the start. */
 static void world_init(World *w, const char *cluster_yaml, const char *jobs_csv)
 {
-    Buf err = {0};
-    *w = (World){0};
-    if (spec_parse_cluster_yaml(cluster_yaml, strlen(cluster_yaml), "c.yaml", &w->c, &err))
-        fail_msg("cluster: %s", buf_str(&err));
-    if (spec_parse_jobs_csv(jobs_csv, strlen(jobs_csv), "j.csv", &w->jobs, &err))
-        fail_msg("jobs: %s", buf_str(&err));
-    buf_free(&err);
-    w->in = (SimInput){.cluster = w->c,
-                       .jobs = &w->jobs,
-                       .trace_name = "j",
-                       .opt = {.mode = SIM_TIME,
+    fixture_world(w, cluster_yaml, jobs_csv,
+                  (SimOptions){.mode = SIM_TIME,
                                .reconfig_delay_ms = 10000,
                                .min_runtime_ms = 300000,
                                .half_life_ms = 3600000,
@@ -312,15 +299,7 @@ static void world_init(World *w, const char *cluster_yaml, const char *jobs_csv)
                                .guarantee_tolerance_ms = 120000,
                                .tune_ratio = 1.3,
                                .events = true,
-                               .timeline_points = 600}};
-    assert_int_equal(sim_prepare(&w->in), 0);
-}
-
-static void world_free(World *w)
-{
-    sim_input_free(&w->in);
-    job_list_free(&w->jobs);
-    cluster_free(w->c);
+                               .timeline_points = 600});
 }
 
 /* A run that loops (a job retried for ever) fails the test by SIGALRM, not by hanging. */

@@ -23,29 +23,12 @@
 
 #include <cmocka.h>
 
-typedef struct World {
-    Cluster *c;
-    JobList jobs;
-    SimInput in;
-} World;
+#include "sim_fixture.h"
 
 static void world_init(World *w, const char *cluster_yaml, const char *jobs_csv)
 {
-    Buf err = {0};
-    *w = (World){0};
-    int r = spec_parse_cluster_yaml(cluster_yaml, strlen(cluster_yaml), "c.yaml", &w->c, &err);
-    if (r)
-        print_message("%s\n", buf_str(&err));
-    assert_int_equal(r, 0);
-    r = spec_parse_jobs_csv(jobs_csv, strlen(jobs_csv), "j.csv", &w->jobs, &err);
-    if (r)
-        print_message("%s\n", buf_str(&err));
-    assert_int_equal(r, 0);
-    buf_free(&err);
-    w->in = (SimInput){.cluster = w->c,
-                       .jobs = &w->jobs,
-                       .trace_name = "j",
-                       .opt = {.mode = SIM_TIME,
+    fixture_world(w, cluster_yaml, jobs_csv,
+                  (SimOptions){.mode = SIM_TIME,
                                .reconfig_delay_ms = 10000,
                                .min_runtime_ms = 300000,
                                .half_life_ms = 3600000,
@@ -54,15 +37,7 @@ static void world_init(World *w, const char *cluster_yaml, const char *jobs_csv)
                                .guarantee_tolerance_ms = 120000,
                                .tune_ratio = 1.3,
                                .events = true,
-                               .timeline_points = 10}};
-    assert_int_equal(sim_prepare(&w->in), 0);
-}
-
-static void world_free(World *w)
-{
-    sim_input_free(&w->in);
-    job_list_free(&w->jobs);
-    cluster_free(w->c);
+                               .timeline_points = 10});
 }
 
 static void run(const World *w, uint64_t seed, RunResult *ret)

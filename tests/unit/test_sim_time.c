@@ -26,44 +26,19 @@
 
 #include <cmocka.h>
 
-/* ---- helpers ---- */
+#include "sim_fixture.h"
 
-typedef struct World {
-    Cluster *c;
-    JobList jobs;
-    SimInput in;
-} World;
+/* ---- helpers ---- */
 
 static void world_init(World *w, const char *cluster_yaml, const char *jobs_csv,
                        int64_t reconfig_delay_ms)
 {
-    Buf err = {0};
-    *w = (World){0};
-    int r = spec_parse_cluster_yaml(cluster_yaml, strlen(cluster_yaml), "c.yaml", &w->c, &err);
-    if (r)
-        print_message("%s\n", buf_str(&err));
-    assert_int_equal(r, 0);
-    r = spec_parse_jobs_csv(jobs_csv, strlen(jobs_csv), "j.csv", &w->jobs, &err);
-    if (r)
-        print_message("%s\n", buf_str(&err));
-    assert_int_equal(r, 0);
-    buf_free(&err);
-    w->in = (SimInput){.cluster = w->c,
-                       .jobs = &w->jobs,
-                       .trace_name = "j",
-                       .opt = {.mode = SIM_TIME,
+    fixture_world(w, cluster_yaml, jobs_csv,
+                  (SimOptions){.mode = SIM_TIME,
                                .reconfig_delay_ms = reconfig_delay_ms,
                                .tune_ratio = 1.3,
                                .events = true,
-                               .timeline_points = 600}};
-    assert_int_equal(sim_prepare(&w->in), 0);
-}
-
-static void world_free(World *w)
-{
-    sim_input_free(&w->in);
-    job_list_free(&w->jobs);
-    cluster_free(w->c);
+                               .timeline_points = 600});
 }
 
 static void policy(const char *name, SimPolicy *ret)
