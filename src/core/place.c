@@ -441,6 +441,8 @@ static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, cons
 {
     int64_t best = -1;
     double best_score = -INFINITY;
+    bool random_ties = ctx->policy->flags & POLICY_RANDOM_TIES;
+    uint64_t ties = 0; /* nodes seen with best_score: a reservoir of one */
     for (size_t i = 0; i < c->n_nodes; i++) {
         uint32_t node = order_at(ctx, i);
         double s;
@@ -458,6 +460,9 @@ static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, cons
         if (best < 0 || s > best_score) {
             best = node;
             best_score = s;
+            ties = 1;
+        } else if (s == best_score && random_ties && rng_below(ctx->rng, ++ties) == 0) {
+            best = node;
         }
     }
     return best;
@@ -603,6 +608,8 @@ static bool choose_domain(PlaceCtx *ctx, const Cluster *c, const Request *r, int
         /* one node: the best-scoring node that takes all of it */
         int64_t pick = -1;
         double pick_score = -INFINITY;
+        bool random_ties = ctx->policy->flags & POLICY_RANDOM_TIES;
+        uint64_t ties = 0;
         for (size_t i = 0; i < c->n_nodes; i++) {
             uint32_t node = order_at(ctx, i);
             *best = MAX(*best, ctx->cap[node]);
@@ -612,6 +619,9 @@ static bool choose_domain(PlaceCtx *ctx, const Cluster *c, const Request *r, int
             if (pick < 0 || s > pick_score) {
                 pick = node;
                 pick_score = s;
+                ties = 1;
+            } else if (s == pick_score && random_ties && rng_below(ctx->rng, ++ties) == 0) {
+                pick = node;
             }
         }
         if (pick < 0)

@@ -44,6 +44,7 @@ enum {
     POLICY_INDIVISIBLE = 1 << 0, /* GPUs are integers: slices become one whole GPU */
     POLICY_NO_GANG = 1 << 1,     /* workers placed one by one; a gang may start partly */
     POLICY_UNCACHED = 1 << 2,    /* scores are not a function of the node alone */
+    POLICY_RANDOM_TIES = 1 << 3, /* equal best scores: a seeded uniform pick, not the first */
 };
 
 typedef struct Policy {
@@ -54,7 +55,8 @@ typedef struct Policy {
     int (*init)(PlaceCtx *ctx, const Cluster *c);
     void (*fini)(PlaceCtx *ctx);
     /* Score node `node` for one worker of r. Called only for nodes that can take it;
-     * larger is better, ties go to the node met first in ctx->order. */
+     * larger is better, ties go to the node met first in ctx->order (under
+     * POLICY_RANDOM_TIES, to one of them drawn from ctx->rng). */
     double (*score)(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r);
     /* Optional: choose the GPU (and MIG start) for a one-GPU slice on a node that can
      * take it. Must pick a feasible option; NULL = the placer's default. */

@@ -1,7 +1,8 @@
 /* policy.c: the policy table, and the policies that need no state: first-fit,
  * best-fit, random and k8s-default. Scores follow the published definitions (the
- * FGD simulator's BestFit; kube-scheduler's LeastAllocated) in integer points where
- * the original truncates, because the ties that truncation makes decide placements. */
+ * FGD simulator's BestFit; kube-scheduler's LeastAllocated and BalancedAllocation) in
+ * integer points where the original truncates, because the ties that truncation makes
+ * decide placements. */
 #include "core/place.h"
 #include "core/policies.h"
 
@@ -58,27 +59,37 @@ static void pick_random(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Re
     }
 }
 
-/* kube-scheduler's NodeResourcesLeastAllocated over CPU, memory and nvidia.com/gpu:
- * the mean free share after placing, in whole points; spreads work out. */
+/* Default kube-scheduler with the NVIDIA device plugin. Its resource scores are
+ * NodeResourcesFit's LeastAllocated and NodeResourcesBalancedAllocation, weight 1 each,
+ * both over CPU and memory only: the default resource list leaves out extended
+ * resources such as nvidia.com/gpu, so a GPU count only filters nodes. The other default
+ * score plugins (taints, affinities, images, topology spread) see nothing to tell these
+ * nodes apart; equal totals go to a node drawn at random, as kube's selectHost does. */
+static int64_t k8s_least_requested(int64_t requested, int64_t capacity)
+{
+    return requested > capacity ? 0 : (capacity - requested) * 100 / capacity;
+}
+
 static double score_k8s(PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r)
 {
     (void)ctx;
     const Node *n = &c->nodes[node];
-    double s = 0;
-    int k = 0;
-    if (n->cpu_milli) {
-        s += (double)(n->cpu_milli - n->cpu_used_milli - r->cpu_milli) / n->cpu_milli;
-        k++;
+    int64_t req[2] = {(int64_t)n->cpu_used_milli + r->cpu_milli,
+                      (int64_t)n->memory_used_mib + r->memory_mib};
+    int64_t cap[2] = {n->cpu_milli, n->memory_mib};
+    int64_t least = 0;
+    double frac[2];
+    int k = 0; /* resources the node has; kube skips those it has none of */
+    for (int i = 0; i < 2; i++) {
+        if (!cap[i])
+            continue;
+        least += k8s_least_requested(req[i], cap[i]);
+        frac[k++] = MIN(1.0, (double)req[i] / (double)cap[i]);
     }
-    if (n->memory_mib) {
-        s += (double)(n->memory_mib - n->memory_used_mib - r->memory_mib) / n->memory_mib;
-        k++;
-    }
-    if (n->n_gpus) {
-        s += (node_gpu_left(n) - (double)place_units_on(c, n, r) / GPU_UNITS) / n->n_gpus;
-        k++;
-    }
-    return k ? trunc(100 * s / k) : 0;
+    if (k)
+        least /= k;
+    double std = k == 2 ? fabs((frac[0] - frac[1]) / 2) : 0;
+    return (double)(least + (int64_t)((1 - std) * 100));
 }
 
 static const Policy policies[] = {
@@ -98,9 +109,9 @@ static const Policy policies[] = {
      .score = score_random,
      .pick_slice = pick_random},
     {.name = "k8s-default",
-     .about = "default kube-scheduler + NVIDIA device plugin: whole GPUs only, least-allocated, "
-              "no gang",
-     .flags = POLICY_INDIVISIBLE | POLICY_NO_GANG,
+     .about = "default kube-scheduler + NVIDIA device plugin: whole GPUs only, CPU and memory "
+              "least-allocated and balanced, no gang",
+     .flags = POLICY_INDIVISIBLE | POLICY_NO_GANG | POLICY_RANDOM_TIES,
      .score = score_k8s},
     {.name = "dot-product",
      .about = "smallest dot product of free and asked CPU/GPU (FGD paper's DotProd)",

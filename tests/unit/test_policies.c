@@ -3,11 +3,11 @@
  * definitions (../shared/traces/fgd-results/PROTOCOL.md 6.2-6.6): best-fit's and
  * dot-product's normalised CPU/GPU terms (here by the cluster's largest node), the
  * three cases of gpu-packing, gpu-clustering's base plus shape bonus, k8s-default's
- * least-allocated mean, and FGD's sigmoid of the fragmentation drop with its choice of
- * GPU for a share. The original scores are integers and their ties decide placements,
- * so wherever a definition truncates or divides in integers, at least one expected
- * value here changes if it rounded or divided in reals instead. Also the table itself:
- * names, lookup and flags, and the seeded random policy. */
+ * least-allocated and balanced CPU and memory terms and its random ties, and FGD's
+ * sigmoid of the fragmentation drop with its choice of GPU for a share. The original scores are
+ * integers and their ties decide placements, so wherever a definition truncates or divides in
+ * integers, at least one expected value here changes if it rounded or divided in reals instead.
+ * Also the table itself: names, lookup and flags, and the seeded random policy. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,7 +161,8 @@ static void test_table(void **state)
     assert_ptr_equal(policy_find("FGD"), policy_find("fgd"));
     assert_null(policy_find("bestfit"));
     assert_null(policy_find(""));
-    assert_int_equal(policy_find("k8s-default")->flags, POLICY_INDIVISIBLE | POLICY_NO_GANG);
+    assert_int_equal(policy_find("k8s-default")->flags,
+                     POLICY_INDIVISIBLE | POLICY_NO_GANG | POLICY_RANDOM_TIES);
     assert_int_equal(policy_find("random")->flags, POLICY_UNCACHED);
     /* every other policy takes slices, places gangs whole and is cacheable */
     for (size_t i = 0; i < n; i++) {
@@ -279,13 +280,67 @@ static void test_k8s_default(void **state)
     (void)state;
     Cluster *c = scene();
     Shape s = {.req = REQ_GPUS, .gpus = 1, .cpu_milli = 8000, .memory_mib = 64 * GIB};
-    /* node 0: CPU (64 - 16 - 8) / 64 = 0.625, memory (512 - 128 - 64) / 512 = 0.625,
-     * GPUs (6.69 - 1) / 8 = 0.71125: mean 65.375 */
-    assert_float_equal(score("k8s-default", c, NULL, 0, s), 65, 0);
-    /* node 1: 24/32, 64/128, 3/4: 66.67 -> 66 (whole points, truncated) */
-    assert_float_equal(score("k8s-default", c, NULL, 1, s), 66, 0);
-    /* spreading: an idle node beats a used one */
-    assert_true(score("k8s-default", c, NULL, 5, s) > score("k8s-default", c, NULL, 0, s));
+    /* LeastAllocated over CPU and memory, each (free after placing) x 100 / capacity in
+     * integers, then their mean in integers; BalancedAllocation (1 - |cpu share - memory
+     * share| / 2) x 100, truncated; the sum.
+     * node 0: CPU 24/64 -> 40 x 100 / 64 = 62, memory 192/512 -> 62: 62; shares equal:
+     * 100; 162 */
+    assert_float_equal(score("k8s-default", c, NULL, 0, s), 162, 0);
+    /* node 1: CPU 8/32 -> 75, memory 64/128 -> 50: (75 + 50) / 2 = 62; shares 0.25 and
+     * 0.5: (1 - 0.125) x 100 = 87; 149 (both halves truncated) */
+    assert_float_equal(score("k8s-default", c, NULL, 1, s), 149, 0);
+    /* node 2: CPU 48/64 -> 25, memory 64/512 -> 87: 56; shares 0.75, 0.125: 68; 124 */
+    assert_float_equal(score("k8s-default", c, NULL, 2, s), 124, 0);
+    /* node 5: CPU 9/64 -> 85, memory 87: 86; shares 0.140625, 0.125: 99; 185 */
+    assert_float_equal(score("k8s-default", c, NULL, 5, s), 185, 0);
+    /* the default resource list has no nvidia.com/gpu: GPUs taken without CPU or memory
+     * leave the score as it was */
+    apply_whole(c, 5, 2, 4, 0, 0);
+    assert_float_equal(score("k8s-default", c, NULL, 5, s), 185, 0);
+    cluster_free(c);
+}
+
+/* Equal k8s-default scores go to a node drawn from the seeded stream, as kube's
+ * selectHost picks among its best; other policies keep the first. */
+static void test_k8s_default_ties(void **state)
+{
+    (void)state;
+    Cluster *c = cluster_new("t");
+    assert_non_null(c);
+    const char *pools[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++)
+        add(c, pools[i], 8, 64000, 512);
+    Request r = request(c, (Shape){.req = REQ_GPUS, .gpus = 1, .cpu_milli = 8000});
+    unsigned seen = 0, first_fit_seen = 0;
+    for (uint64_t seed = 1; seed <= 32; seed++) {
+        const char *names[] = {"k8s-default", "first-fit"};
+        for (int k = 0; k < 2; k++) {
+            Rng rng, again;
+            rng_seed(&rng, seed);
+            rng_seed(&again, seed);
+            PlaceCtx ctx;
+            Placement pl = {0}, pl2 = {0};
+            Buf why = {0};
+            assert_int_equal(place_ctx_init(&ctx, c, policy_find(names[k]), &rng, NULL, NULL), 0);
+            assert_int_equal(place_job(&ctx, c, &r, &pl, &why), 1);
+            place_ctx_free(&ctx);
+            place_release(c, &pl);
+            assert_int_equal(place_ctx_init(&ctx, c, policy_find(names[k]), &again, NULL, NULL), 0);
+            assert_int_equal(place_job(&ctx, c, &r, &pl2, &why), 1);
+            place_ctx_free(&ctx);
+            place_release(c, &pl2);
+            assert_int_equal(pl.workers[0].node, pl2.workers[0].node); /* same seed, same node */
+            if (k == 0)
+                seen |= 1u << pl.workers[0].node;
+            else
+                first_fit_seen |= 1u << pl.workers[0].node;
+            placement_free(&pl);
+            placement_free(&pl2);
+            buf_free(&why);
+        }
+    }
+    assert_int_equal(seen, 0xf);         /* every tied node is drawn at some seed */
+    assert_int_equal(first_fit_seen, 1); /* first-fit always takes node 0 */
     cluster_free(c);
 }
 
@@ -468,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_gpu_packing),
         cmocka_unit_test(test_gpu_clustering),
         cmocka_unit_test(test_k8s_default),
+        cmocka_unit_test(test_k8s_default_ties),
         cmocka_unit_test(test_fgd),
         cmocka_unit_test(test_fgd_idle_mig_gpus),
         cmocka_unit_test(test_random),
