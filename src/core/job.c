@@ -273,6 +273,15 @@ int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why)
                 r.mig_profile[mi] = (int8_t)p;
             if (m->memory_mib && j->gpu_memory_mib <= m->memory_mib) {
                 uint64_t milli = (j->gpu_memory_mib * 1000 + m->memory_mib - 1) / m->memory_mib;
+                /* On a MIG-capable model, whole memory slots, as its slices are: the share
+                 * that stands in for a slice keeps a slice's headroom (an exact share of a
+                 * learned need let a class run out of memory twice on mix-demo, seed 16),
+                 * and shares pack into the room slices leave. */
+                if (gpu_model_has_mig(m)) {
+                    uint64_t slots =
+                        (j->gpu_memory_mib * m->mig_slots + m->memory_mib - 1) / m->memory_mib;
+                    milli = (slots * 1000 + m->mig_slots - 1) / m->mig_slots;
+                }
                 r.share_milli[mi] = (uint16_t)(milli ? milli : 1);
             }
             if (p >= 0 || r.share_milli[mi])

@@ -31,7 +31,8 @@ int learn_record(Learn *l, const char *cls, uint64_t peak_mib);
  * vertical pod autoscaler raises memory by a fifth after an OOM kill (its
  * OOMBumpUpRatio): one job overran, so the class's peaks vary, and the next job is not
  * sized to the one peak seen. (A fifth above the grant alone is not enough where grants
- * are exact, as MPS shares are: a peak a tenth above the first overran again.) Returns
+ * are exact, as MPS shares of GPUs without MIG are: a peak a tenth above the first
+ * overran again.) Returns
  * how many OOMs the class had before this one, or -ENOMEM. */
 int learn_oom(Learn *l, const char *cls, uint64_t peak_mib, uint64_t granted_mib);
 /* The learned peak of a class, 0 when nothing is known. */

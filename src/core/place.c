@@ -12,7 +12,9 @@
  * GPU of the node already has rather than cut a slice. Measured on the mixed cluster
  * under mix-demo, where a model-server class learns 48-57 GB after an out-of-memory
  * failure: the first alone gave +0.3 to +1.3 points of utilisation on the five seeds,
- * both together 78.3-79.2% where it was 76.1-79.1% (bench/RESULTS.md). */
+ * both together 78.3-79.2% where it was 76.1-79.1% (bench/RESULTS.md). Such a share is
+ * whole memory slots of the GPU (request_from_job), so it keeps the headroom a slice
+ * would have had. */
 #include "core/place.h"
 #include "core/policies.h"
 

@@ -399,15 +399,15 @@ static void test_sim_oom_does_not_repeat(void **state)
 }
 
 /* Rule: an OOM leaves the class headroom above the peak and the grant it overran (a
- * fifth, as VPA's OOM bump), so a later job that peaks higher than the one seen still fits, on any
- * model. One A100-80GB and one H100-80GB-SXM5, MIG allowed; class search/s, each job
+ * fifth, as VPA's OOM bump), so a later job that peaks higher than the one seen still
+ * fits, on any model. One A100-80GB and one H100-80GB-SXM5, MIG allowed; class search/s, each job
  * held to one model:
  *   0 s    s-1 (A100) asks 33,851 MiB: 3g.40gb (40,192 MiB), carved, starts at 10 s; it
  *          peaks at 40,268 and runs out of memory at 40 s. Learned: max(40,268, 40,192)
  *          x 1.2 = 48,322, which among the slices only 7g.80gb holds, the whole GPU: it
- *          gets an MPS share of that memory instead, ceil(48,322 x 1000 / 81,920) = 590
- *          thousandths; the GPU leaves MIG mode (a reconfiguration) and s-1 starts
- *          again at 50 s; it finishes at 150 s.
+ *          gets an MPS share of that memory instead, in whole memory slots of 10,240 MiB:
+ *          5 of 8, 625 thousandths; the GPU leaves MIG mode (a reconfiguration) and s-1
+ *          starts again at 50 s; it finishes at 150 s.
  *   500 s  s-2 (H100) asks 33,851 and peaks at 46,557: sized 48,322 it gets the same
  *          share of the unpartitioned H100 (no reconfiguration: it starts at once) and
  *          finishes at 600 s. Learning the one peak alone (40,268) would have given it
@@ -434,9 +434,9 @@ static void test_sim_oom_leaves_headroom(void **state)
     assert_int_equal(r.time.finished, 2);
     event_is(&r, "start", "s-1", 0, 10000, "\"profile\": \"3g.40gb\"");
     event_is(&r, "oom", "s-1", 0, 40000, NULL);
-    event_is(&r, "start", "s-1", 1, 50000, "\"fraction\": 0.59");
+    event_is(&r, "start", "s-1", 1, 50000, "\"fraction\": 0.625");
     event_is(&r, "finish", "s-1", 0, 150000, NULL);
-    event_is(&r, "start", "s-2", 0, 500000, "\"fraction\": 0.59");
+    event_is(&r, "start", "s-2", 0, 500000, "\"fraction\": 0.625");
     event_is(&r, "finish", "s-2", 0, 600000, NULL);
     run_result_free(&r);
     world_free(&w);
@@ -444,15 +444,14 @@ static void test_sim_oom_leaves_headroom(void **state)
 
 /* Rule: a gpu_fraction job is sized from what its class learned, like a slice, with the
  * headroom an OOM leaves. One A100-80GB, not partitioned. f-1 (search) asks gpu_fraction
- * 0.1 = 8,192 MiB of 81,920 and peaks at 12,000 MiB; 100 s of work. It starts at 0 (an
+ * 0.1 = 8,192 MiB of 81,920 and peaks at 19,000 MiB; 100 s of work. It starts at 0 (an
  * MPS share needs no reconfiguration) and runs out of memory at 30 s. The class learns
- * 12,000 x 1.2 = 14,400 MiB: f-1 is sized up to the share that holds it, ceil(14,400 x
- * 1000 / 81,920) = 176 thousandths (14,418 MiB), started again at 30 s and finished at
- * 130 s. f-2 of the same class arrives at 500 s, asks 0.1 too and peaks at 14,000 MiB,
- * a sixth above f-1's peak: it starts with 0.176 and finishes at 600 s. One OOM, no
- * repeat. (It failed by never ending: restarted at 0.1, f-1 ran out of memory every 30 s
- * for ever; and then, sized to f-1's peak alone, 0.147 or 12,042 MiB, f-2 ran out of
- * memory again.) */
+ * 19,000 x 1.2 = 22,800 MiB: f-1 is sized up to the share that holds it in whole memory
+ * slots of 10,240 MiB, 3 of 8 = 0.375 (30,720 MiB), started again at 30 s and finished
+ * at 130 s. f-2 of the same class arrives at 500 s, asks 0.1 too and peaks at 22,000 MiB:
+ * it starts with 0.375 and finishes at 600 s. One OOM, no repeat. (It failed by never
+ * ending: restarted at 0.1, f-1 ran out of memory every 30 s for ever; and then, sized
+ * to f-1's peak alone, 2 slots or 20,480 MiB, f-2 ran out of memory again.) */
 static void test_sim_fraction_oom_does_not_repeat(void **state)
 {
     (void)state;
@@ -462,17 +461,17 @@ static void test_sim_fraction_oom_does_not_repeat(void **state)
                "pools:\n"
                "  - {name: a, tier: owned, nodes: 1, node: {gpu_model: A100-80GB, gpus: 1}}\n",
                "id,team,kind,gpu_fraction,submit_s,duration_s,peak_memory_mib\n"
-               "f-1,search,inference,0.1,0,100,12000\n"
-               "f-2,search,inference,0.1,500,100,14000\n");
+               "f-1,search,inference,0.1,0,100,19000\n"
+               "f-2,search,inference,0.1,500,100,22000\n");
     RunResult r;
     run(&w, &r);
     assert_int_equal(r.time.oom_failures, 1);
     assert_int_equal(r.time.oom_repeats, 0);
     assert_int_equal(r.time.finished, 2);
     event_is(&r, "oom", "f-1", 0, 30000, NULL);
-    event_is(&r, "start", "f-1", 1, 30000, "\"fraction\": 0.176");
+    event_is(&r, "start", "f-1", 1, 30000, "\"fraction\": 0.375");
     event_is(&r, "finish", "f-1", 0, 130000, NULL);
-    event_is(&r, "start", "f-2", 0, 500000, "\"fraction\": 0.176");
+    event_is(&r, "start", "f-2", 0, 500000, "\"fraction\": 0.375");
     event_is(&r, "finish", "f-2", 0, 600000, NULL);
     run_result_free(&r);
     world_free(&w);
@@ -482,8 +481,8 @@ static void test_sim_fraction_oom_does_not_repeat(void **state)
  * One A100-80GB, not partitioned. fill (ads, gpu_fraction 0.9, 1,000 s) and f-1 (search,
  * 0.1 = 8,192 MiB, peak 12,000, 100 s) start at 0; f-2 (search, 0.1, peak 12,000, 100 s)
  * arrives at 10 s and waits: the GPU is full. At 30 s f-1 runs out of memory; its class
- * learns 14,400 MiB (0.176) and f-1 waits, sized 0.176; so does f-2. At 1,000 s fill
- * ends, both start (0.352 of the GPU) and finish at 1,100 s. One OOM, no repeat. (It
+ * learns 14,400 MiB (2 of 8 memory slots, 0.25) and f-1 waits, sized 0.25; so does f-2.
+ * At 1,000 s fill ends, both start (half the GPU) and finish at 1,100 s. One OOM, no repeat. (It
  * failed with a repeat: f-2 kept 0.1 and ran out of memory at 1,030 s.) */
 static void test_sim_waiting_job_is_sized_when_its_class_learns(void **state)
 {
@@ -503,8 +502,8 @@ static void test_sim_waiting_job_is_sized_when_its_class_learns(void **state)
     assert_int_equal(r.time.oom_repeats, 0);
     assert_int_equal(r.time.finished, 3);
     event_is(&r, "oom", "f-1", 0, 30000, NULL);
-    event_is(&r, "start", "f-1", 1, 1000000, "\"fraction\": 0.176");
-    event_is(&r, "start", "f-2", 0, 1000000, "\"fraction\": 0.176");
+    event_is(&r, "start", "f-1", 1, 1000000, "\"fraction\": 0.25");
+    event_is(&r, "start", "f-2", 0, 1000000, "\"fraction\": 0.25");
     event_is(&r, "finish", "f-2", 0, 1100000, NULL);
     run_result_free(&r);
     world_free(&w);

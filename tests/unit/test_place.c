@@ -434,10 +434,11 @@ static void test_mig_by_memory(void **state)
 
 /* Memory asks and MPS on a MIG node of two H100s (81,920 MiB), for every policy:
  *  - 50 GiB: only 7g.80gb holds it, which isolates nothing a share does not: a share of
- *    51,200 / 81,920 = 625 thousandths, on a fresh GPU (GPU 0 by order), MPS from then on;
- *  - 18 GiB (one worker): GPU 0 has 375 of MPS room, so a share of 225 fills it rather
- *    than a 1g.20gb being cut; GPU 0 holds 850;
- *  - 18 GiB again: 150 left on GPU 0 does not hold 225: a MIG slice on GPU 1;
+ *    whole memory slots (10,240 MiB each), 5 of 8 = 625 thousandths, on a fresh GPU
+ *    (GPU 0 by order), MPS from then on;
+ *  - 18 GiB (one worker): 2 slots, 250; GPU 0 has 375 of MPS room, so the share fills
+ *    it rather than a 1g.20gb being cut; GPU 0 holds 875;
+ *  - 18 GiB again: 125 left on GPU 0 does not hold 250: a MIG slice on GPU 1;
  *  - 10 GiB as two workers: the same room would hold one, but a gang's mode stays put:
  *    both get MIG slices. */
 static void test_memory_shares(void **state)
@@ -460,9 +461,9 @@ static void test_memory_shares(void **state)
         assert_int_equal(place(c, policy_name(pi), &mid, &pl[1], &why), 1);
         gr = &pl[1].workers[0].grants[0];
         assert_int_equal(gr->kind, GRANT_SHARE);
-        assert_int_equal(gr->milli, 225);
+        assert_int_equal(gr->milli, 250);
         assert_int_equal(gr->index, shared);
-        assert_int_equal(gpu_free_milli(node_gpu_c(c, &c->nodes[0], shared)), 150);
+        assert_int_equal(gpu_free_milli(node_gpu_c(c, &c->nodes[0], shared)), 125);
 
         assert_int_equal(place(c, policy_name(pi), &mid, &pl[2], &why), 1);
         gr = &pl[2].workers[0].grants[0];
@@ -836,8 +837,9 @@ static void test_request_from_job(void **state)
     assert_string_equal(c->models[h].m.profiles[r.mig_profile[h]].name, "1g.20gb");
     assert_string_equal(c->models[a].m.profiles[r.mig_profile[a]].name, "4g.24gb");
     assert_int_equal(r.mig_profile[l], -1);
-    assert_int_equal(r.share_milli[l], 814); /* 20000 / 24576, rounded up */
-    assert_int_equal(r.share_milli[h], 245); /* 20000 / 81920 */
+    assert_int_equal(r.share_milli[l], 814);  /* 20000 / 24576, rounded up */
+    assert_int_equal(r.share_milli[h], 250);  /* 2 of 8 memory slots of 10,240 MiB */
+    assert_int_equal(r.share_milli[a], 1000); /* A30: 4 slots of 6,144 MiB, all 4 */
     assert_int_equal(r.models, (1u << h) | (1u << a) | (1u << l));
     assert_int_equal(r.tiers, TIERS_ALL);
     assert_int_equal(r.workers, 1);

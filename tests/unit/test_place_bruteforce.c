@@ -211,11 +211,18 @@ static NodeAsk ref_ask(const Cluster *c, const Gpu *gpus, const Node *n, const J
     case REQ_MEMORY: {
         /* the smallest fitting slice where MIG is on, else an MPS share; where MIG is on,
          * a share too when only the whole GPU's slice holds it, or for a single worker
-         * (only on an MPS GPU) when an MPS GPU of the node has room for it */
+         * (only on an MPS GPU) when an MPS GPU of the node has room for it. A share of a
+         * MIG-capable model is whole memory slots: the fewest k with k/slots of the memory
+         * holding the ask */
         unsigned milli =
             j->gpu_memory_mib <= m->memory_mib
                 ? (unsigned)((j->gpu_memory_mib * 1000 + m->memory_mib - 1) / m->memory_mib)
                 : 0;
+        for (unsigned k = 1; milli && m->mig_slots && k <= m->mig_slots; k++)
+            if ((uint64_t)k * m->memory_mib >= j->gpu_memory_mib * m->mig_slots) {
+                milli = (k * 1000 + m->mig_slots - 1) / m->mig_slots;
+                break;
+            }
         if (mig && (a.profile = ref_profile_for_memory(m, j->gpu_memory_mib)) >= 0) {
             a.how = ASK_MIG;
             if (m->profiles[a.profile].compute_slices == m->mig_compute_slices && milli) {

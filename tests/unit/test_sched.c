@@ -667,10 +667,10 @@ static void test_slices_count_as_gpu_equivalents(void **state)
 /* Rule: a waiting job's ask is what it would hold where it may run: a MIG-capable model
  * in a pool that never partitions it gives a gpu_memory job an MPS share, not a slice. One
  * A100-80GB, MIG off. Team T: guarantee and burst 0.15 GPU = 4,200 units. x asks 15 GiB
- * = 15,360 MiB: a share of ceil(15,360 x 1000 / 81,920) = ceil(187.5) = 188 thousandths
- * = 188 x 28 = 5,264 units (the 1g.20gb slice it would get with MIG on is 4,000). So
- * ask_units is 5,264, and 0 + 5,264 > 4,200: x waits at its burst limit. (It failed with
- * the slice as the ask, 4,000: x started and T held 5,264 units, above its burst.) */
+ * = 15,360 MiB: a share of whole memory slots of 10,240 MiB, 2 of 8 = 250 thousandths
+ * = 250 x 28 = 7,000 units (the 1g.20gb slice it would get with MIG on is 4,000). So
+ * ask_units is 7,000, and 0 + 7,000 > 4,200: x waits at its burst limit. (It failed with
+ * the slice as the ask, 4,000: x started and T held more than its burst.) */
 static void test_ask_is_a_share_where_mig_is_off(void **state)
 {
     World *w = *state;
@@ -681,7 +681,7 @@ static void test_ask_is_a_share_where_mig_is_off(void **state)
     sched_config_gpuorch(&cfg);
     world_init(w, c, "first-fit", &cfg);
     SchedJob *x = submit(w, (JobArgs){.req = REQ_MEMORY, .mem_mib = 15360, .team = "t"});
-    assert_float_equal(x->ask_units, 5264, 0);
+    assert_float_equal(x->ask_units, 7000, 0);
     cycle(w, 1000);
     assert_false(started(w, x));
     assert_string_equal(x->reason, BURST_REASON);
