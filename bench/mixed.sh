@@ -209,8 +209,9 @@ In mix-demo one server in ten of `llama-13b-serve` peaks 10-40% above its 3g.40g
 After the class's first out-of-memory failure the core sizes it a fifth above the peak
 seen (48-57 GB), so that no later server of the class runs out of memory again. Among
 the slices only the whole GPU's (7g.80gb) holds that, so each such server gets an MPS
-share of its memory (0.59-0.70 of a GPU) and the rest of that GPU takes notebooks and
-small servers; at busy 0.3 it still leaves much of its share idle. The same days
+share of its memory in whole memory slots (0.625-0.75 of a GPU) and the rest of that
+GPU takes notebooks and small servers; at busy 0.3 it still leaves much of its share
+idle. The same days
 generated without `peak_memory_overrun` (every other entry and the seeds unchanged),
 gpuorch only:
 
