@@ -554,7 +554,11 @@ static bool fill_blocked(Sched *s, const SchedJob *j, const uint32_t *rank, int6
             bool ahead =
                 r->job != j->id && s->id_cycle[r->job] == s->cycle && rank[r->job] < rank[j->id];
             bool gone = j->estimate_ms != NO_DURATION && now + j->estimate_ms <= r->start_ms;
-            block = ahead && !gone && !(j->preemptible && r->start_ms > now);
+            /* preemptible work may use the room until the gang can take it: before the
+             * reservation's start, or after it while work that cannot be moved (jobs
+             * running past their estimates) still holds the gang off; once only
+             * backfill stands in the way, nothing new starts there */
+            block = ahead && !gone && !(j->preemptible && (r->start_ms > now || r->stuck));
         }
         if (s->blocked[n] != block) {
             s->blocked[n] = block;
@@ -706,40 +710,66 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
     return err;
 }
 
-/* The gang holding a reservation whose start has come: move the preemptible jobs that
- * backfilled its nodes, when that is all that stands in its way. */
-static int move_backfill(Sched *s, SchedJob *g, SchedJob **running, size_t n_running, int64_t now,
-                         SchedDecisions *out)
+/* Would g place with these jobs gone? Their placements are released to look and put
+ * back. 1 yes, 0 no, <0 error. */
+static int places_without(Sched *s, const SchedJob *g, SchedJob **gone, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        place_release(s->c, &gone[i]->pl);
+    Placement look = {0};
+    buf_reset(&s->why);
+    int placed = place_job(s->ctx, s->c, &g->req, &look, &s->why);
+    if (placed == 1 || look.n_workers)
+        unplace(s->c, &look);
+    placement_free(&look);
+    for (size_t i = n; i-- > 0;)
+        for (size_t w = 0; w < gone[i]->pl.n_workers; w++)
+            cluster_apply_worker(s->c, &gone[i]->pl.workers[w]);
+    return placed < 0 ? placed : placed == 1;
+}
+
+/* The gang holding reservation ri, whose start has come: move the preemptible jobs that
+ * backfilled its nodes, when that is all that stands in its way. Only those that ran the
+ * minimum run time move, so none is moved straight after it started; while younger ones
+ * would be needed the gang waits for them, its nodes closed to new backfill. Where
+ * moving all of them would not be enough (work that cannot be moved overran its
+ * estimate), the reservation is marked stuck and its room stays open to preemptible
+ * work. */
+static int move_backfill(Sched *s, SchedJob *g, uint32_t ri, SchedJob **running, size_t n_running,
+                         int64_t now, SchedDecisions *out)
 {
     SchedJob **movers = malloc((n_running ? n_running : 1) * sizeof(*movers));
     if (!movers)
         return -ENOMEM;
-    size_t n = 0;
+    size_t n = 0, n_old = 0;
     for (size_t i = 0; i < n_running; i++) {
         SchedJob *r = running[i];
         if (r->stopping || !movable_for(r, g))
             continue;
         bool on_reserved = false;
         for (size_t w = 0; w < r->pl.n_workers && !on_reserved; w++) {
-            uint32_t ri = s->node_res[r->pl.workers[w].node];
-            on_reserved = ri != SCHED_NONE && s->res[ri].job == g->id;
+            uint32_t rn = s->node_res[r->pl.workers[w].node];
+            on_reserved = rn != SCHED_NONE && s->res[rn].job == g->id;
         }
-        if (on_reserved)
-            movers[n++] = r;
+        if (!on_reserved)
+            continue;
+        /* the old enough first: movers[0..n_old) may move now */
+        movers[n++] = r;
+        if (now - r->run_start_ms >= s->cfg.min_runtime_ms) {
+            movers[n - 1] = movers[n_old];
+            movers[n_old++] = r;
+        }
     }
-    for (size_t i = 0; i < n; i++)
-        place_release(s->c, &movers[i]->pl);
-    Placement look = {0};
-    buf_reset(&s->why);
-    int placed = n ? place_job(s->ctx, s->c, &g->req, &look, &s->why) : 0;
-    if (placed == 1 || look.n_workers)
-        unplace(s->c, &look);
-    placement_free(&look);
-    for (size_t i = n; i-- > 0;)
-        for (size_t w = 0; w < movers[i]->pl.n_workers; w++)
-            cluster_apply_worker(s->c, &movers[i]->pl.workers[w]);
+    int placed = n_old ? places_without(s, g, movers, n_old) : 0;
+    if (placed == 0) {
+        int all = n > n_old ? places_without(s, g, movers, n) : 0;
+        if (all < 0)
+            placed = all;
+        else
+            s->res[ri].stuck = !all;
+    }
     int err = placed < 0 ? placed : 0;
-    for (size_t i = 0; placed == 1 && i < n && !err; i++) {
+    for (size_t i = 0; placed == 1 && i < n_old && !err; i++) {
         movers[i]->stopping = true;
         movers[i]->nominated = g->id;
         movers[i]->stop_at_ms = now + movers[i]->grace_ms;
@@ -747,7 +777,7 @@ static int move_backfill(Sched *s, SchedJob *g, SchedJob **running, size_t n_run
             out, (SchedDecision){.kind = SCHED_PREEMPT, .job = movers[i]->id, .for_job = g->id});
     }
     if (placed == 1)
-        s->victims_for[g->id] += (uint32_t)n;
+        s->victims_for[g->id] += (uint32_t)n_old;
     free(movers);
     return err;
 }
@@ -1034,7 +1064,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             err = reserve_gang(s, j, running, n_running, now);
             if (!err && s->n_res > before && s->res[before].start_ms <= now) {
                 /* its time has come: only backfill stands in the way */
-                err = move_backfill(s, j, running, n_running, now, out);
+                err = move_backfill(s, j, (uint32_t)before, running, n_running, now, out);
                 if (!err && s->victims_for[j->id]) {
                     set_reason(j, "waiting for the work on its reserved nodes to move");
                     continue;

@@ -136,6 +136,7 @@ typedef struct Reservation {
     int64_t start_ms; /* when it expects to start */
     bool claim;       /* room preemption frees: binds every other job, not only those
                        * behind the holder in the queue */
+    bool stuck;       /* due, but work that cannot be moved still stands in the way */
 } Reservation;
 
 /* The queue: jobs in buckets kept in submission order; a cycle merges the buckets in

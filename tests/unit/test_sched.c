@@ -1033,11 +1033,14 @@ static void test_reason_names_the_reservation(void **state)
 }
 
 /* Rule: when a reservation's time comes, the preemptible work that backfilled its nodes
- * is preempted for it. One node of 4 GPUs: r1 (2 GPUs, estimate 10,000) runs; g (4 GPUs)
- * reserves the node from 10,000; b (1 GPU, normal like g, preemptible, no estimate)
- * backfills it. At 10,000 r1 ends: g does not fit because of b, so b must get a
- * SCHED_PREEMPT for g (stopping, nominated g); once b is released, g starts. (b is of
- * g's class, so quota preemption would not take it: only the reservation rule does.) */
+ * is preempted for it, once it has run the minimum run time (5 minutes by default). One
+ * node of 4 GPUs: r1 (2 GPUs, estimate 10,000) runs; g (4 GPUs) reserves the node from
+ * 10,000; b (1 GPU, normal like g, preemptible, no estimate) backfills it at 0. At 10,000
+ * r1 ends: g does not fit because of b, but b has run 10 s, so g waits and its node takes
+ * no new backfill (late, 1 GPU, preemptible, stays queued); at 300,000 b has run its 5
+ * minutes and gets a SCHED_PREEMPT for g (stopping, nominated g); once b is released, g
+ * starts. (b is of g's class, so quota preemption would not take it: only the reservation
+ * rule does. It failed with b preempted at 10,000, ten seconds after it started.) */
 static void test_reservation_time_moves_backfill(void **state)
 {
     World *w = *state;
@@ -1055,13 +1058,64 @@ static void test_reservation_time_moves_backfill(void **state)
     assert_true(started(w, b));
 
     finish(w, r1);
+    SchedJob *late = submit(w, (JobArgs){.submit_ms = 10000, .preemptible = true});
     cycle(w, 10000);
+    assert_false(started(w, g));
+    assert_false(b->stopping);
+    assert_false(started(w, late));
+    cycle(w, 299999);
+    assert_false(b->stopping);
+    cycle(w, 300000);
     assert_false(started(w, g));
     assert_true(preempted_for(w, b, g));
     assert_true(b->stopping);
     assert_int_equal(b->nominated, g->id);
     finish(w, b);
-    cycle(w, 10100);
+    cycle(w, 300100);
+    assert_true(started(w, g));
+    assert_false(started(w, late));
+    world_free(w);
+}
+
+/* Rule: a reservation whose time has come while work that cannot be moved still holds
+ * its room (a job running past its estimate) leaves that room to preemptible work until
+ * only backfill stands in the way. One node of 4 GPUs: r1 (2 GPUs, estimate 10,000, not
+ * preemptible) runs; g (4 GPUs) reserves the node; at 10,000 r1 has used its estimate
+ * (0 left), so the reservation's time has come. At 20,000 r1 still runs:
+ * b (1 GPU, preemptible) starts on the reserved node, where two GPUs would otherwise sit
+ * idle. r1 ends at 30,000: now only b is in g's way, but it ran 10 s, so nothing moves
+ * and late (1 GPU, preemptible) is kept off the node; at 320,000 b is preempted for g, and
+ * when it is released g starts. (It failed with b kept waiting until r1 ended.) */
+static void test_stuck_reservation_takes_backfill(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool(c, "h", 4, 1, false);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    SchedJob *r1 = submit(w, (JobArgs){.gpus = 2, .submit_ms = 0, .est_ms = 10000});
+    cycle(w, 0);
+    SchedJob *g = submit(w, (JobArgs){.gpus = 4, .submit_ms = 1});
+    r1->estimate_ms = 0; /* the caller keeps it current: nothing left by its estimate */
+    cycle(w, 10000);
+    assert_int_equal(w->s.n_res, 1);
+    assert_false(started(w, g));
+    SchedJob *b = submit(w, (JobArgs){.submit_ms = 20000, .preemptible = true, .grace_ms = 100});
+    cycle(w, 20000);
+    assert_true(started(w, b));
+    assert_false(b->stopping);
+
+    finish(w, r1);
+    SchedJob *late = submit(w, (JobArgs){.submit_ms = 30000, .preemptible = true});
+    cycle(w, 30000);
+    assert_false(started(w, g));
+    assert_false(b->stopping);
+    assert_false(started(w, late));
+    cycle(w, 320000);
+    assert_true(preempted_for(w, b, g));
+    finish(w, b);
+    cycle(w, 320100);
     assert_true(started(w, g));
     world_free(w);
 }
@@ -1664,6 +1718,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reason_names_the_reservation, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_reservation_time_moves_backfill, world_setup,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_stuck_reservation_takes_backfill, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_gang_all_or_nothing, world_setup, world_teardown),
         cmocka_unit_test_setup_teardown(test_production_never_on_spot, world_setup, world_teardown),
