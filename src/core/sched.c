@@ -1063,7 +1063,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             size_t before = s->n_res;
             err = reserve_gang(s, j, running, n_running, now);
             if (!err && s->n_res > before && s->res[before].start_ms <= now) {
-                /* its time has come: only backfill stands in the way */
+                /* its time has come: move the backfill in its way, if that is all */
                 err = move_backfill(s, j, (uint32_t)before, running, n_running, now, out);
                 if (!err && s->victims_for[j->id]) {
                     set_reason(j, "waiting for the work on its reserved nodes to move");
