@@ -9,10 +9,11 @@
 # runs out of memory, and so does one submitted after the server restarted (what the class
 # learned is in the store); one that was waiting for an H100 when the class learned is
 # sized up where it waits, to an MPS share of two of the H100's eight memory slots
-# (20,480 MiB; the H100s here are not partitioned), and does not run out of memory either. A class whose need outgrows every
-# GPU here cannot run: its job fails and the next job of the class is refused with 422. In
-# a gang, the rank that ran out of memory takes the others down and all run again one size
-# up. A failure that is not about GPU memory fails the job as before.
+# (20,480 MiB; the H100s here are not partitioned), and does not run out of memory
+# either. A class whose need outgrows every GPU here cannot run: its job fails and the
+# next job of the class is refused with 422. In a gang, the rank that ran out of memory
+# takes the others down and all run again one size up. A failure that is not about GPU
+# memory fails the job as before.
 # Usage: test_sys_oom.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
