@@ -437,14 +437,27 @@ static double node_score(PlaceCtx *ctx, const Cluster *c, uint32_t node, const R
     return s;
 }
 
+/* Whether a node scoring s replaces the best so far (first: there is none yet): a
+ * higher score does; an equal one, under POLICY_RANDOM_TIES, with the chance that makes
+ * the pick uniform among the ties (a reservoir of one; *ties counts them). */
+static bool takes_over(PlaceCtx *ctx, double s, double *best_score, bool first, uint64_t *ties)
+{
+    if (first || s > *best_score) {
+        *best_score = s;
+        *ties = 1;
+        return true;
+    }
+    return s == *best_score && (ctx->policy->flags & POLICY_RANDOM_TIES) &&
+           rng_below(ctx->rng, ++*ties) == 0;
+}
+
 /* The best node for one worker among those `allowed` admits (NULL: all). */
 static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, const uint8_t *allowed,
                          const uint32_t *cap)
 {
     int64_t best = -1;
     double best_score = -INFINITY;
-    bool random_ties = ctx->policy->flags & POLICY_RANDOM_TIES;
-    uint64_t ties = 0; /* nodes seen with best_score: a reservoir of one */
+    uint64_t ties = 0;
     for (size_t i = 0; i < c->n_nodes; i++) {
         uint32_t node = order_at(ctx, i);
         double s;
@@ -459,13 +472,8 @@ static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, cons
             if (s == -INFINITY)
                 continue;
         }
-        if (best < 0 || s > best_score) {
+        if (takes_over(ctx, s, &best_score, best < 0, &ties))
             best = node;
-            best_score = s;
-            ties = 1;
-        } else if (s == best_score && random_ties && rng_below(ctx->rng, ++ties) == 0) {
-            best = node;
-        }
     }
     return best;
 }
@@ -610,7 +618,6 @@ static bool choose_domain(PlaceCtx *ctx, const Cluster *c, const Request *r, int
         /* one node: the best-scoring node that takes all of it */
         int64_t pick = -1;
         double pick_score = -INFINITY;
-        bool random_ties = ctx->policy->flags & POLICY_RANDOM_TIES;
         uint64_t ties = 0;
         for (size_t i = 0; i < c->n_nodes; i++) {
             uint32_t node = order_at(ctx, i);
@@ -618,13 +625,8 @@ static bool choose_domain(PlaceCtx *ctx, const Cluster *c, const Request *r, int
             if (ctx->cap[node] < W)
                 continue;
             double s = ctx->policy->score(ctx, c, node, r);
-            if (pick < 0 || s > pick_score) {
+            if (takes_over(ctx, s, &pick_score, pick < 0, &ties))
                 pick = node;
-                pick_score = s;
-                ties = 1;
-            } else if (s == pick_score && random_ties && rng_below(ctx->rng, ++ties) == 0) {
-                pick = node;
-            }
         }
         if (pick < 0)
             return false;
