@@ -460,7 +460,9 @@ int cmd_sim(int argc, char **argv)
                      .seeds = seeds,
                      .n_seeds = n_seeds,
                      .runs = runs,
-                     .paper = compare_path ? &paper : NULL};
+                     .paper = compare_path ? &paper : NULL,
+                     .window_from_ms = opt.window_from_ms,
+                     .window_to_ms = opt.window_to_ms};
     if (events_path) {
         FILE *f = fopen(events_path, "w");
         if (!f) {

@@ -4,6 +4,7 @@
 #include "util/csv.h"
 #include "util/file.h"
 #include "util/macro.h"
+#include "util/units.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -148,6 +149,11 @@ static double m_pods(const RunResult *r, size_t x)
 {
     (void)x;
     return (double)r->pack.pods;
+}
+
+static bool has_window(const SimReport *r)
+{
+    return r->mode == SIM_TIME && r->window_to_ms > r->window_from_ms;
 }
 
 /* time-mode scalars, addressed by offset into TimeResult */
@@ -386,6 +392,9 @@ void report_json(const SimReport *r, Buf *b)
     buf_json_str(b, r->cluster_name);
     buf_puts(b, ", \"trace\": ");
     buf_json_str(b, r->trace_name);
+    if (has_window(r))
+        buf_printf(b, ", \"window_s\": [%.3f, %.3f]", r->window_from_ms / 1000.0,
+                   r->window_to_ms / 1000.0);
     buf_puts(b, ", \"results\": [");
     for (size_t pi = 0; pi < r->n_policies; pi++) {
         buf_puts(b, pi ? ",\n  {\"policy\": " : "\n  {\"policy\": ");
@@ -463,10 +472,25 @@ static void table_packing(const SimReport *r, Buf *t)
     }
 }
 
+/* "4h-24h", as --window takes it. */
+static void window_label(const SimReport *r, char *out, size_t len)
+{
+    char from[32] = "0", to[32];
+    if (r->window_from_ms)
+        format_duration(r->window_from_ms, from, sizeof(from));
+    format_duration(r->window_to_ms, to, sizeof(to));
+    snprintf(out, len, "%s-%s", from, to);
+}
+
 static void table_time(const SimReport *r, Buf *t)
 {
     bool std = r->n_seeds > 1;
-    buf_puts(t, "POLICY\tUTIL%\tALLOC%\tWAIT mean/p50/p95/p99 (s)\tJCT mean/p95 (s)\t"
+    char win[80];
+    window_label(r, win, sizeof(win));
+    buf_puts(t, "POLICY\tUTIL%\tALLOC%");
+    if (has_window(r))
+        buf_printf(t, "\tUTIL%% %s\tALLOC%% %s", win, win);
+    buf_puts(t, "\tWAIT mean/p50/p95/p99 (s)\tJCT mean/p95 (s)\t"
                 "MAKESPAN (h)\tDONE\tJOBS/H\tPREEMPT\tLOST GPU-h\tOOM\tNEVER\n");
     for (size_t pi = 0; pi < r->n_policies; pi++) {
         const SimReport *rp = r;
@@ -475,6 +499,12 @@ static void table_time(const SimReport *r, Buf *t)
         cell_agg(t, aggregate(rp, pi, m_time_double, TOFF(utilization_pct)), 1, std);
         buf_putc(t, '\t');
         cell_agg(t, aggregate(rp, pi, m_time_double, TOFF(allocation_pct)), 1, std);
+        if (has_window(r)) {
+            buf_putc(t, '\t');
+            cell_agg(t, aggregate(rp, pi, m_time_double, TOFF(window_utilization_pct)), 1, std);
+            buf_putc(t, '\t');
+            cell_agg(t, aggregate(rp, pi, m_time_double, TOFF(window_allocation_pct)), 1, std);
+        }
         buf_printf(t, "\t%.0f/%.0f/%.0f/%.0f",
                    aggregate(rp, pi, m_time_double, TOFF(queue_delay_s.mean)).mean,
                    aggregate(rp, pi, m_time_double, TOFF(queue_delay_s.p50)).mean,
@@ -564,6 +594,14 @@ void report_table(const SimReport *r, FILE *f, void (*print)(FILE *, const char 
     } else {
         table_time(r, &t);
         print(f, buf_str(&t));
+        if (has_window(r)) {
+            char win[80];
+            window_label(r, win, sizeof(win));
+            fprintf(f,
+                    "UTIL%% and ALLOC%%: over the whole run, to its last event; %s: over that "
+                    "stretch from the first submission.\n",
+                    win);
+        }
         buf_reset(&t);
         table_teams(r, &t);
         if (t.len) {

@@ -39,6 +39,9 @@ typedef struct SimReport {
     size_t n_seeds;
     RunResult *runs;           /* [policy * n_seeds + seed] */
     const PaperFigures *paper; /* optional */
+    /* --window, from the first submission (time mode; none when to <= from): the
+     * table then shows utilisation and allocation over it beside the whole run's */
+    int64_t window_from_ms, window_to_ms;
 } SimReport;
 
 void report_json(const SimReport *r, Buf *out);

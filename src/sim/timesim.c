@@ -145,6 +145,22 @@ static const JobSpec *spec_of(const TimeSim *s, uint32_t j)
 
 /* ---- accounting ---- */
 
+/* The part of [from, to) inside --window, at the current use. */
+static void integrate_window(TimeSim *s, int64_t from, int64_t to)
+{
+    const SimOptions *o = &s->in->opt;
+    if (o->window_to_ms <= o->window_from_ms)
+        return;
+    double lo = (double)MAX(from - s->t0_ms, o->window_from_ms);
+    double hi = (double)MIN(to - s->t0_ms, o->window_to_ms);
+    if (hi > lo) {
+        s->win_ms += hi - lo;
+        s->win_busy_area += s->busy * (hi - lo);
+        s->win_alloc_area += s->alloc * (hi - lo);
+        s->win_cap_area += s->present_gpus * (hi - lo);
+    }
+}
+
 static void integrate(TimeSim *s, int64_t t)
 {
     double dt = (double)(t - s->last_ms);
@@ -160,18 +176,7 @@ static void integrate(TimeSim *s, int64_t t)
             s->sat_alloc_area += s->alloc * dt;
             s->sat_cap_area += s->present_gpus * dt;
         }
-        /* the part of [last, t) inside the window */
-        const SimOptions *o = &s->in->opt;
-        if (o->window_to_ms > o->window_from_ms) {
-            double lo = (double)MAX(s->last_ms - s->t0_ms, o->window_from_ms);
-            double hi = (double)MIN(t - s->t0_ms, o->window_to_ms);
-            if (hi > lo) {
-                s->win_ms += hi - lo;
-                s->win_busy_area += s->busy * (hi - lo);
-                s->win_alloc_area += s->alloc * (hi - lo);
-                s->win_cap_area += s->present_gpus * (hi - lo);
-            }
-        }
+        integrate_window(s, s->last_ms, t);
         for (size_t i = 0; i < s->in->prep.n_teams; i++) {
             s->team_busy_area[i] += s->team_busy[i] * dt;
             s->team_alloc_area[i] += s->team_alloc[i] * dt;
@@ -1125,6 +1130,10 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
         if (in->progress && e.kind == EV_ARRIVAL)
             __atomic_fetch_add(in->progress, 1, __ATOMIC_RELAXED);
     }
+    /* A window reaching past the last event measures the rest of it too, as it stands
+     * (idle, or held by what never started): policies that finish early are compared
+     * over the same stretch as the others, not over a shorter one. */
+    integrate_window(&s, s.last_ms, s.t0_ms + in->opt.window_to_ms);
     /* the run ends with the last event; what still waits never got placed */
     res->never_placed = sched_queue_len(&s.sched);
     res->unschedulable += s.unfit;

@@ -3,7 +3,8 @@
 # mix mistake with its file:line), a training entry whose Philly table is absent says
 # so, and the CSV it writes is byte-identical for the same seed, different for another,
 # accepted by `gpuorch validate` with examples/cluster-mixed.yaml and run by
-# `gpuorch sim` under two policies. The demo mix needs the Philly table in
+# `gpuorch sim` under two policies, and with --window (its columns, its JSON, its
+# errors). The demo mix needs the Philly table in
 # ../shared/traces/philly; without it those steps are skipped with a message and a mix
 # without training covers the rest.
 # Usage: test_tracegen.sh PATH/TO/gpuorch (run from the repository root).
@@ -120,6 +121,24 @@ out_has "serve.csv: ok:"
 run 0 "$GPUORCH" sim --cluster "$CLUSTER" --trace "$T/serve.csv" --policy gpuorch,k8s-default
 out_has "gpuorch"
 out_has "k8s-default"
+# --window: utilisation over it beside the whole run's, named in the header
+run 0 "$GPUORCH" sim --cluster "$CLUSTER" --trace "$T/serve.csv" --policy gpuorch --window 1h-12h
+out_has "UTIL% 1h-12h"
+out_has "ALLOC% 1h-12h"
+out_has "1h-12h: over that stretch from the first submission"
+run 0 "$GPUORCH" sim --cluster "$CLUSTER" --trace "$T/serve.csv" --policy gpuorch --window 1h-12h \
+    -o json
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["window_s"] == [3600, 43200], d["window_s"]
+r = d["results"][0]
+assert 0 < r["window_utilization_pct"] <= r["window_allocation_pct"] <= 100, r
+' "$T/out" || fail "sim JSON with --window"
+for bad in 12h 12h-1h 1h- x-1h; do
+    run 2 "$GPUORCH" sim --cluster "$CLUSTER" --trace "$T/serve.csv" --window "$bad"
+    err_has "--window must be FROM-TO, like 4h-24h"
+done
 
 # ---- the demo mix (training drawn from Philly) ----
 

@@ -3,7 +3,8 @@
  * errors. report_json on hand-filled results, read back with jansson: the keys and
  * values put in come out, with several seeds as means and sample standard deviations,
  * null where a packing level has no data, and the FGD authors' figures beside ours
- * when a matching row is given. report_write_dir: the three files, the timeline's
+ * when a matching row is given. report_table in time mode, with and without --window.
+ * report_write_dir: the three files, the timeline's
  * header exact. paper_load on small CSV files and on the authors' real summary, and
  * its refusal of a file that is not one. */
 #include <setjmp.h>
@@ -412,6 +413,84 @@ static void test_json_time(void **state)
     assert_null(runs[0].time.by_team);
 }
 
+/* The terminal table lays columns out with the CLI's aligner; here tabs stay tabs. */
+static void print_plain(FILE *f, const char *text)
+{
+    fputs(text, f);
+}
+
+static char *table_text(const SimReport *rep)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    report_table(rep, f, print_plain);
+    assert_int_equal(fclose(f), 0);
+    return text;
+}
+
+/* With --window the table puts utilisation and allocation over the window beside the
+ * whole run's (which, after the arrivals stop, counts the backlog draining too), names
+ * the window in the header, says which is which under the table, and JSON gives the
+ * window's bounds; without one, none of that. */
+static void test_table_time_window(void **state)
+{
+    (void)state;
+    SimPolicy pol = parse("gpuorch");
+    uint64_t seeds[] = {5};
+    RunResult run;
+    time_run(&run, 5, 1);
+    run.time.window_utilization_pct = 78.94;
+    run.time.window_allocation_pct = 95.86;
+    SimReport rep = {.mode = SIM_TIME,
+                     .cluster_name = "lab",
+                     .trace_name = "jobs.csv",
+                     .gpus = 8,
+                     .policies = &pol,
+                     .n_policies = 1,
+                     .seeds = seeds,
+                     .n_seeds = 1,
+                     .runs = &run,
+                     .window_from_ms = 4 * 3600000LL,
+                     .window_to_ms = 24 * 3600000LL};
+    char *text = table_text(&rep);
+    assert_non_null(strstr(text, "POLICY\tUTIL%\tALLOC%\tUTIL% 4h-24h\tALLOC% 4h-24h\tWAIT"));
+    assert_non_null(strstr(text, "\ngpuorch\t50.0\t70.0\t78.9\t95.9\t10/5/30/40\t"));
+    assert_non_null(strstr(text, "4h-24h: over that stretch from the first submission"));
+    free(text);
+    Buf b = {0};
+    report_json(&rep, &b);
+    json_t *j = parse_json(&b);
+    json_t *w = at(j, "window_s", NULL);
+    assert_int_equal(json_array_size(w), 2);
+    assert_true(json_number_value(json_array_get(w, 0)) == 14400);
+    assert_true(json_number_value(json_array_get(w, 1)) == 86400);
+    json_decref(j);
+
+    /* a window from the start reads "0-30m" */
+    rep.window_from_ms = 0;
+    rep.window_to_ms = 30 * 60000LL;
+    text = table_text(&rep);
+    assert_non_null(strstr(text, "\tUTIL% 0-30m\tALLOC% 0-30m\t"));
+    free(text);
+
+    rep.window_to_ms = 0;
+    text = table_text(&rep);
+    assert_null(strstr(text, "UTIL% 0"));
+    assert_null(strstr(text, "78.9"));
+    assert_null(strstr(text, "stretch"));
+    assert_non_null(strstr(text, "\ngpuorch\t50.0\t70.0\t10/5/30/40\t"));
+    free(text);
+    buf_reset(&b);
+    report_json(&rep, &b);
+    j = parse_json(&b);
+    assert_null(json_object_get(j, "window_s"));
+    json_decref(j);
+    buf_free(&b);
+    run_result_free(&run);
+}
+
 /* ---- the output folder ---- */
 
 static char *slurp(const char *dir, const char *name)
@@ -657,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_json_packing_one_seed),
         cmocka_unit_test(test_json_packing_seeds_and_paper),
         cmocka_unit_test(test_json_time),
+        cmocka_unit_test(test_table_time_window),
         cmocka_unit_test(test_write_dir),
         cmocka_unit_test(test_paper_load),
         cmocka_unit_test(test_paper_real),

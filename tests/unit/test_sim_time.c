@@ -3,16 +3,18 @@
  * worked out on paper; the working is in the comment above the test, and the test
  * checks the simulator's figures (waits, JCTs, makespan, utilisation, allocation,
  * preemptions, reconfigurations) and, where the timing is the point, the event log.
- * Covered: FIFO and priority queue orders, gangs that never hold a partial allocation
- * (and k8s-default, which does), the MIG reconfiguration delay, the slowdown of a
- * training job given less compute than it uses, Tiresias' preemption at 16 GPU-hours,
- * determinism of the JSON report and event log, and jobs that never run. */
+ * Covered: utilisation over a --window, FIFO and priority queue orders, gangs that
+ * never hold a partial allocation (and k8s-default, which does), the MIG
+ * reconfiguration delay, the slowdown of a training job given less compute than it
+ * uses, Tiresias' preemption at 16 GPU-hours, determinism of the JSON report and event
+ * log, and jobs that never run. */
 #include "sim/report.h"
 #include "sim/sim.h"
 
 #include "core/job.h"
 #include "spec/spec.h"
 #include "util/buf.h"
+#include "util/macro.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -185,6 +187,50 @@ static void test_busy_counts_in_utilisation_not_allocation(void **state)
     near(r.time.jct_s.max, 100, EPS, "jct");
     near(r.time.utilization_pct, 50, EPS, "utilisation");
     near(r.time.allocation_pct, 100, EPS, "allocation");
+    run_result_free(&r);
+    world_free(&w);
+}
+
+/* --window measures over a stretch from the first submission. Two GPUs: a (1 GPU, busy
+ * 0.5) runs 0-100 s; b (2 GPUs, busy 0.75) arrives at 50, waits for a and runs
+ * 100-200 s. The whole run: busy 0.5 x 100 + 1.5 x 100 = 200 of 2 x 200 GPU-s: 50 %;
+ * held 100 + 200 = 300: 75 %.
+ *   0-100 s:   busy 50, held 100, of 200: 25 %, 50 %.
+ *   120-300 s: b's last 80 s, busy 120, held 160, then 100 s with nothing left to run,
+ *              which still count (the same stretch for every policy): of 2 x 180 = 360,
+ *              33.3 % and 44.4 %.
+ *   300-400 s: all after the last event: 0 %, 0 %. */
+static void test_window(void **state)
+{
+    (void)state;
+    World w;
+    world_init(&w, CLUSTER_1x2,
+               "id,kind,gpus,submit_s,duration_s,busy\n"
+               "a,training,1,0,100,0.5\n"
+               "b,training,2,50,100,0.75\n",
+               10000);
+    const struct {
+        int64_t from_s, to_s;
+        double util, alloc;
+    } cases[] = {{0, 100, 25, 50}, {120, 300, 100.0 / 3, 400.0 / 9}, {300, 400, 0, 0}};
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        w.in.opt.window_from_ms = cases[i].from_s * 1000;
+        w.in.opt.window_to_ms = cases[i].to_s * 1000;
+        RunResult r;
+        run(&w, "first-fit+fifo", 1, &r);
+        near(r.time.makespan_s, 200, EPS, "makespan");
+        near(r.time.utilization_pct, 50, EPS, "utilisation");
+        near(r.time.allocation_pct, 75, EPS, "allocation");
+        near(r.time.window_utilization_pct, cases[i].util, 1e-9, "window utilisation");
+        near(r.time.window_allocation_pct, cases[i].alloc, 1e-9, "window allocation");
+        run_result_free(&r);
+    }
+    /* without a window there is no figure */
+    w.in.opt.window_from_ms = w.in.opt.window_to_ms = 0;
+    RunResult r;
+    run(&w, "first-fit+fifo", 1, &r);
+    assert_true(isnan(r.time.window_utilization_pct));
+    assert_true(isnan(r.time.window_allocation_pct));
     run_result_free(&r);
     world_free(&w);
 }
@@ -688,6 +734,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_golden),
         cmocka_unit_test(test_busy_counts_in_utilisation_not_allocation),
+        cmocka_unit_test(test_window),
         cmocka_unit_test(test_priority_order),
         cmocka_unit_test(test_policy_names),
         cmocka_unit_test(test_gang_holds_nothing_until_it_fits),
