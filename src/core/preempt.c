@@ -150,13 +150,17 @@ static SetKey set_key(const Cand *c, size_t n)
  * needed, most expensive first. Leaves the chosen ones taken out; returns how many
  * (0: it does not fit even with all of them, and all are back). */
 static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, bool spare,
-                  Placement *look, size_t *ret_n)
+                  double need_units, Placement *look, size_t *ret_n)
 {
     size_t taken = 0;
+    double units = 0;
     int ok = 0;
     for (size_t i = 0; i < n; i++) {
         take_out(s->c, c[i].j);
         taken++;
+        units += c[i].j->units;
+        if (units + 1e-6 < need_units)
+            continue;
         ok = fits(s, r, node, look);
         if (ok < 0)
             break;
@@ -180,13 +184,15 @@ static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, 
         }
         for (size_t i = taken; i-- > 0;) {
             put_back(s->c, c[i].j);
-            int still = fits(s, r, node, look);
+            units -= c[i].j->units;
+            int still = units + 1e-6 >= need_units ? fits(s, r, node, look) : 0;
             if (still < 0) {
                 free(needed);
                 return still;
             }
             if (!still) {
                 take_out(s->c, c[i].j);
+                units += c[i].j->units;
                 needed[i] = true;
             }
         }
@@ -243,7 +249,7 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
         /* a gang (or Tiresias): over the whole cluster */
         memcpy(trial, all, n_all * sizeof(*trial));
         size_t n = 0;
-        err = greedy(s, &r, UINT32_MAX, trial, n_all, spare, &look, &n);
+        err = greedy(s, &r, UINT32_MAX, trial, n_all, spare, 0, &look, &n);
         if (err > 0) {
             for (size_t i = n; i-- > 0;)
                 put_back(s->c, trial[i].j);
@@ -271,7 +277,7 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
                     memcpy(trial, here_c, n * sizeof(*trial));
                     if (how == 1)
                         qsort(trial, n, sizeof(*trial), cand_ratio_cmp);
-                    err = greedy(s, &r, (uint32_t)node, trial, n, spare, &look, &kept);
+                    err = greedy(s, &r, (uint32_t)node, trial, n, spare, 0, &look, &kept);
                     if (err <= 0 || !kept)
                         continue;
                     for (size_t i = kept; i-- > 0;)
@@ -309,5 +315,52 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
         return err;
     *ret = v;
     *ret_n = n_best;
+    return 0;
+}
+
+int preempt_plan_team(Sched *s, int64_t now, const SchedJob *j, double need_units,
+                      SchedJob **running, size_t n_running, SchedJob ***ret, size_t *ret_n)
+{
+    *ret = NULL;
+    *ret_n = 0;
+    Cand *c = malloc((n_running ? n_running : 1) * sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    size_t n = 0;
+    double units = 0;
+    for (size_t i = 0; i < n_running; i++) {
+        SchedJob *v = running[i];
+        if (!v->running || v->stopping || v == j || !v->pl.n_workers || v->team != j->team ||
+            !v->preemptible || v->priority <= j->priority || v->priority == PRIO_PRODUCTION ||
+            now - v->run_start_ms < s->cfg.min_runtime_ms)
+            continue;
+        double since = (double)(now - v->last_checkpoint_ms);
+        c[n++] = (Cand){.j = v, .tier = 0, .cost = v->units * (since > 0 ? since : 0)};
+        units += v->units;
+    }
+    int err = 0;
+    size_t kept = 0;
+    if (n && units + 1e-6 >= need_units) {
+        /* the least work lost for each unit of quota given back first */
+        qsort(c, n, sizeof(*c), cand_ratio_cmp);
+        Request r;
+        place_effective_request(s->ctx->policy, &j->req, &r);
+        r.workers = j->req.workers - (uint32_t)j->pl.n_workers;
+        Placement look = {0};
+        err = greedy(s, &r, UINT32_MAX, c, n, true, need_units, &look, &kept);
+        placement_free(&look);
+        for (size_t i = kept; err > 0 && i-- > 0;)
+            put_back(s->c, c[i].j);
+    }
+    SchedJob **v = err > 0 && kept ? malloc(kept * sizeof(*v)) : NULL;
+    if (err > 0 && kept && !v)
+        err = -ENOMEM;
+    for (size_t i = 0; v && i < kept; i++)
+        v[i] = c[i].j;
+    free(c);
+    if (err < 0)
+        return err;
+    *ret = v;
+    *ret_n = v ? kept : 0;
     return 0;
 }

@@ -61,7 +61,8 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     }
     s->n_buckets = 2 * PRIO_COUNT * s->ten.n_teams;
     s->buckets = calloc(s->n_buckets, sizeof(*s->buckets));
-    if (!s->buckets) {
+    s->team_yield_cycle = calloc(s->ten.n_teams, sizeof(*s->team_yield_cycle));
+    if (!s->buckets || !s->team_yield_cycle) {
         sched_free(s);
         return -ENOMEM;
     }
@@ -88,6 +89,7 @@ void sched_free(Sched *s)
     for (size_t b = 0; b < s->n_buckets; b++)
         free(s->buckets[b].j);
     free(s->buckets);
+    free(s->team_yield_cycle);
     free(s->order);
     free(s->started);
     placement_free(&s->scratch);
@@ -890,6 +892,25 @@ static int drain(Sched *s, double whole_wanted, SchedJob **running, size_t n_run
 
 /* ---- the cycle ---- */
 
+/* Stop the victims for j: each gets its grace, and the room it holds is j's. */
+static int stop_victims(Sched *s, SchedJob *j, SchedJob **victims, size_t n, int64_t now,
+                        SchedDecisions *out)
+{
+    int err = 0;
+    for (size_t v = 0; !err && v < n; v++) {
+        victims[v]->stopping = true;
+        victims[v]->nominated = j->id;
+        victims[v]->stop_at_ms = now + victims[v]->grace_ms;
+        err = decide(
+            out, (SchedDecision){.kind = SCHED_PREEMPT, .job = victims[v]->id, .for_job = j->id});
+        if (!err)
+            err = claim(s, j->id, victims[v]->stop_at_ms, &victims[v]->pl);
+    }
+    if (n)
+        s->victims_for[j->id] = (uint32_t)n;
+    return err;
+}
+
 /* Whether a node kept from j by a reservation could take one of its workers. */
 static bool blocked_room(Sched *s, const SchedJob *j)
 {
@@ -997,6 +1018,29 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         }
         if (s->ten.quotas && !tenancy_within_burst(&s->ten, slot, units)) {
             set_reason(j, "its team is at its burst limit");
+            if (s->victims_for[j->id]) {
+                j->held_back = SCHED_HELD_PREEMPTING;
+                set_reason(j, "waiting for its team's lower-priority work to stop");
+                continue;
+            }
+            /* its own team's lower classes yield their quota to it (preempt.h): to the
+             * first of the team's jobs held back here in a cycle, outside the other
+             * preemptions' budget, which the jobs inside their guarantee need */
+            if (s->cfg.preempt == SCHED_PREEMPT_QUOTA && s->team_yield_cycle[slot] != s->cycle) {
+                s->team_yield_cycle[slot] = s->cycle;
+                SchedJob **victims = NULL;
+                size_t n_victims = 0;
+                err = preempt_plan_team(s, now, j, tenancy_over_burst(&s->ten, slot, units),
+                                        running, n_running, &victims, &n_victims);
+                if (!err)
+                    err = stop_victims(s, j, victims, n_victims, now, out);
+                free(victims);
+                if (n_victims) {
+                    j->held_back = SCHED_HELD_PREEMPTING;
+                    set_reason(j, "preempting its team's lower-priority work to make room in "
+                                  "its quota");
+                }
+            }
             continue;
         }
         j->held_back = SCHED_HELD_NO;
@@ -1039,20 +1083,11 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             SchedJob **victims = NULL;
             size_t n_victims = 0;
             err = preempt_plan(s, now, j, running, n_running, &victims, &n_victims);
-            for (size_t v = 0; !err && v < n_victims; v++) {
-                victims[v]->stopping = true;
-                victims[v]->nominated = j->id;
-                victims[v]->stop_at_ms = now + victims[v]->grace_ms;
-                err = decide(out, (SchedDecision){.kind = SCHED_PREEMPT,
-                                                  .job = victims[v]->id,
-                                                  .for_job = j->id});
-                if (!err)
-                    err = claim(s, j->id, victims[v]->stop_at_ms, &victims[v]->pl);
-            }
+            if (!err)
+                err = stop_victims(s, j, victims, n_victims, now, out);
             free(victims);
             if (n_victims) {
                 j->held_back = SCHED_HELD_PREEMPTING;
-                s->victims_for[j->id] = (uint32_t)n_victims;
                 set_reason(j, "preempting lower-priority or borrowed work to make room");
                 continue;
             }

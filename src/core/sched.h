@@ -168,8 +168,9 @@ typedef struct Sched {
     uint64_t *id_cycle;    /* by job id: the cycle rank and victims_for were set */
     uint8_t *prio_of;      /* by job id: a waiting job's class, set with rank */
     size_t ids_cap;
-    uint8_t *blocked; /* scratch node mask for one placement */
-    uint8_t *taken;   /* scratch: nodes reserved, while planning another reservation */
+    uint64_t *team_yield_cycle; /* by team slot: the cycle it last asked its lower classes */
+    uint8_t *blocked;           /* scratch node mask for one placement */
+    uint8_t *taken;             /* scratch: nodes reserved, while planning another reservation */
     /* per cycle: fewest workers of a shape that failed to place, per blocking mask */
     uint32_t *failed_workers;
     uint64_t *failed_stamp;      /* the memo stamp the failure was seen under */

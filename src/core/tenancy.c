@@ -88,11 +88,16 @@ bool tenancy_within_guarantee(const Tenancy *t, uint32_t slot, double units)
     return ts->guaranteed_held + units <= ts->guaranteed_units + 1e-6;
 }
 
-bool tenancy_within_burst(const Tenancy *t, uint32_t slot, double units)
+double tenancy_over_burst(const Tenancy *t, uint32_t slot, double units)
 {
     const TeamState *ts = &t->teams[slot];
     double limit = ts->burst_units > ts->guaranteed_units ? ts->burst_units : ts->guaranteed_units;
-    return ts->held_units + units <= limit + 1e-6;
+    return ts->held_units + units - limit;
+}
+
+bool tenancy_within_burst(const Tenancy *t, uint32_t slot, double units)
+{
+    return tenancy_over_burst(t, slot, units) <= 1e-6;
 }
 
 /* Append text to the reason, cut at its end. */

@@ -75,6 +75,8 @@ double tenancy_fair_key(const Tenancy *t, uint32_t slot);
 /* Whether a job of units more fits inside the team's guarantee / burst limit now. */
 bool tenancy_within_guarantee(const Tenancy *t, uint32_t slot, double units);
 bool tenancy_within_burst(const Tenancy *t, uint32_t slot, double units);
+/* How far the team would be over its burst limit with units more (<= 0: within it). */
+double tenancy_over_burst(const Tenancy *t, uint32_t slot, double units);
 
 /* Record a team's use of its monthly budget (0 GPU-hours: no budget): it is over budget
  * once it used all of it, and the reason its waiting work gives says so in numbers. */

@@ -15,7 +15,10 @@
  *    least important, then the fewest victims;
  *  - Tiresias: lower-queue work, the latest submitted first;
  *  - in the cycle: victims are marked stopping for the preemptor, keep their allocation
- *    until sched_release, and the room they free is held for the preemptor.
+ *    until sched_release, and the room they free is held for the preemptor;
+ *  - a job its team's burst limit holds back: the team's own preemptible work of a
+ *    lower class, past its minimum, yields the quota (least lost work), and the job
+ *    starts before the team's smaller, lower work can take the room.
  * A comment that begins with "Rule:" pins a rule the code broke when the test was
  * written, and says how it fails. */
 #include <setjmp.h>
@@ -933,6 +936,123 @@ static void test_freed_room_is_the_preemptors(void **state)
     assert_int_equal(w->s.n_order, 1);
 }
 
+/* ---- a team's own lower classes yield its quota ---- */
+
+/* The scene: two nodes of 4 GPUs. Team a guarantees 2 GPUs, bursts to 6; team b 4 and 8.
+ * Node 0: s1..s4 (a, low, preemptible, 1 GPU each, started at 0), last checkpointed 10,
+ * 2, 20 and 5 minutes before NOW. Node 1: f (a, low, not preemptible), b1 (b, low,
+ * preemptible), y (a, low, preemptible, started 2 minutes before NOW: under its minimum
+ * run time), one GPU free. Team a holds 6 GPUs: its burst limit. */
+typedef struct TeamScene {
+    SchedJob *s[4], *f, *b1, *y;
+} TeamScene;
+
+static void team_scene(World *w, TeamScene *t)
+{
+    Cluster *c = world_init(w, 4, 2, false);
+    add_team(c, "a", 2, 6);
+    add_team(c, "b", 4, 8);
+    world_start(w, SCHED_PREEMPT_QUOTA, SCHED_ORDER_PRIORITY);
+    const int64_t ckpt_min[] = {10, 2, 20, 5};
+    JobArgs low_a = {.prio = "low", .team = "a", .preemptible = true, .grace_ms = 30000};
+    for (int i = 0; i < 4; i++)
+        t->s[i] = run_on(w, low_a, 1, 0, NOW - ckpt_min[i] * MIN_MS);
+    t->f = run_on(w, (JobArgs){.prio = "low", .team = "a"}, 2, 0, 0);
+    t->b1 = run_on(w, (JobArgs){.prio = "low", .team = "b", .preemptible = true}, 2, 0, 0);
+    t->y = run_on(w, low_a, 2, NOW - 2 * MIN_MS, NOW - 2 * MIN_MS);
+}
+
+/* preempt_plan_team for j, needing `need` GPUs of quota; the cluster comes back as it was. */
+static size_t team_plan(World *w, const SchedJob *j, double need, SchedJob **ret)
+{
+    Snapshot before, after;
+    snapshot(w->c, &before);
+    SchedJob **v = NULL;
+    size_t n = 0;
+    int rc = preempt_plan_team(&w->s, NOW, j, need * GPU_UNITS, w->running, w->n_running, &v, &n);
+    if (n <= MAX_JOBS && v)
+        memcpy(ret, v, n * sizeof(*v));
+    free(v);
+    assert_int_equal(rc, 0);
+    snapshot(w->c, &after);
+    assert_memory_equal(&after, &before, sizeof(before));
+    return n;
+}
+
+/* j (a, high, 2 GPUs) would take team a to 8 of its 6: 2 GPUs of quota must come back,
+ * and j needs 2 GPUs on one node. Only s1..s4 may go (f cannot checkpoint, b1 is another
+ * team's, y has not run its minimum); the two that lose least, s2 (2 min) and s4
+ * (5 min), free both the quota and 2 GPUs of node 0. With s2 not preemptible, s4 and s1
+ * (10 min). A low job of team a is of the victims' class: nothing. A high gang of 2 x 4
+ * GPUs would need 8 GPUs of quota back and only 4 may yield: nothing. */
+static void test_team_yields_quota_plan(void **state)
+{
+    World *w = *state;
+    TeamScene t;
+    SchedJob *v[MAX_JOBS];
+    for (int s2_pinned = 0; s2_pinned <= 1; s2_pinned++) {
+        team_scene(w, &t);
+        t.s[1]->preemptible = !s2_pinned;
+        SchedJob *j = job(w, (JobArgs){.gpus = 2, .prio = "high", .team = "a", .submit_ms = NOW});
+        cycle(w, NOW - 1); /* classifies the running work */
+        assert_float_equal(w->s.ten.teams[0].held_units, 6.0 * GPU_UNITS, 1e-6);
+        const SchedJob *want[] = {s2_pinned ? t.s[0] : t.s[1], t.s[3]};
+        size_t n = team_plan(w, j, 2, v);
+        assert_victims(v, n, want, 2);
+        world_free(w);
+    }
+    team_scene(w, &t);
+    cycle(w, NOW - 1);
+    SchedJob *low = job(w, (JobArgs){.prio = "low", .team = "a", .submit_ms = NOW});
+    assert_int_equal(team_plan(w, low, 1, v), 0);
+    SchedJob *gang =
+        job(w, (JobArgs){.gpus = 4, .workers = 2, .prio = "high", .team = "a", .submit_ms = NOW});
+    assert_int_equal(team_plan(w, gang, 8, v), 0);
+}
+
+/* Rule: a team at its burst limit gives the room it frees to its highest class first.
+ * The scene, with j (a, high, 2 GPUs) and then q (a, low, 1 GPU) waiting. At NOW the
+ * cycle stops s2 and s4 for j (nothing starts: q is held by the limit, and the GPU free on
+ * node 1 is no use to j); 10 s later j waits for them; when they have stopped (30 s
+ * grace) and are queued again, j starts on node 0 and neither they nor q do: team a is at
+ * 6 again. Without the rule the cycle at NOW preempts nothing (the test fails there):
+ * j waits at the limit until team a's work ends, and the first GPU it frees goes to q,
+ * which fits in one. */
+static void test_team_yields_quota_in_the_cycle(void **state)
+{
+    World *w = *state;
+    TeamScene t;
+    team_scene(w, &t);
+    SchedJob *j = job(w, (JobArgs){.gpus = 2, .prio = "high", .team = "a", .submit_ms = NOW});
+    SchedJob *q = job(w, (JobArgs){.prio = "low", .team = "a", .submit_ms = NOW + 1});
+    assert_int_equal(sched_enqueue(&w->s, j), 0);
+    assert_int_equal(sched_enqueue(&w->s, q), 0);
+    cycle(w, NOW);
+    assert_int_equal(count(w, SCHED_PREEMPT), 2);
+    assert_true(preempted_for(w, t.s[1], j));
+    assert_true(preempted_for(w, t.s[3], j));
+    assert_int_equal(count(w, SCHED_START), 0);
+    assert_string_equal(j->reason,
+                        "preempting its team's lower-priority work to make room in its quota");
+    assert_string_equal(q->reason, "its team is at its burst limit");
+
+    cycle(w, NOW + 10000);
+    assert_int_equal(w->d.n, 0);
+    assert_string_equal(j->reason, "waiting for its team's lower-priority work to stop");
+
+    finish_at(w, t.s[1], NOW + 30000);
+    finish_at(w, t.s[3], NOW + 30000);
+    assert_int_equal(sched_enqueue(&w->s, t.s[1]), 0);
+    assert_int_equal(sched_enqueue(&w->s, t.s[3]), 0);
+    cycle(w, NOW + 30000);
+    assert_true(started(w, j));
+    assert_int_equal(j->pl.workers[0].node, 0);
+    assert_int_equal(count(w, SCHED_START), 1);
+    assert_int_equal(count(w, SCHED_PREEMPT), 0);
+    assert_true(q->queued && t.s[1]->queued && t.s[3]->queued);
+    assert_float_equal(w->s.ten.teams[0].held_units, 6.0 * GPU_UNITS, 1e-6);
+}
+
 /* Under kube-scheduler's rules the freed node is held for the preemptor (its nominated
  * node) only against pods of lower or equal priority. One node of 4 GPUs: v (low, 4
  * GPUs) runs; p (normal) preempts it. When v has stopped, q (normal, submitted before p,
@@ -986,6 +1106,8 @@ int main(void)
         T(test_held_room_starts_when_the_victim_stops),
         T(test_freed_room_is_the_preemptors),
         T(test_kube_holds_freed_room_against_lower_or_equal),
+        T(test_team_yields_quota_plan),
+        T(test_team_yields_quota_in_the_cycle),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
