@@ -146,9 +146,11 @@ static SetKey set_key(const Cand *c, size_t n)
     return k;
 }
 
-/* Take candidates in order until r fits (on node, or anywhere); then spare those not
- * needed, most expensive first. Leaves the chosen ones taken out; returns how many
- * (0: it does not fit even with all of them, and all are back). */
+/* Take candidates in order until r fits (on node, or anywhere) and they hold at least
+ * need_units (a team's quota to give back; 0 for room alone); then spare those not
+ * needed, most expensive first. Leaves the chosen ones taken out; returns whether it
+ * fits, with how many in *ret_n (0: it does not fit even with all of them, and all are
+ * back). */
 static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, bool spare,
                   double need_units, Placement *look, size_t *ret_n)
 {
