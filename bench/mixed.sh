@@ -41,6 +41,9 @@ BalancedAllocation; ties drawn at random), no quotas, no gang: it binds a multi-
 job's workers one by one, as kube binds pods, and a partly bound job holds its GPUs idle
 (allocated, not busy) until the rest are bound. The mixes have few such jobs (Philly's
 rows from 8 GPUs up are mostly one 8-GPU worker), so that costs k8s-default little here.
+gpuorch moves model servers off partitioned GPUs that hold at most 4/7 of their compute
+into room other partitioned GPUs have, while whole GPUs are wanted ("servers moved"; the
+replacement loads for 60 s beside the old instance, both held; docs/simulator.md).
 gpuorch+fifo and best-fit+fifo place as gpuorch and best-fit do, in arrival order,
 without preemption, quotas or reservations: where their utilisation is above gpuorch's,
 it is because model servers wait behind the backlog (their production wait column) and
@@ -68,16 +71,17 @@ for mix in mix-demo mix-backlog; do
 import json, sys
 d = json.load(open(sys.argv[1]))
 print("| policy | util % (window) | alloc % (window) | util % (run) | production wait p99 (s) "
-      "| high wait p99 (min) | JCT mean (h) | preemptions | lost GPU-h | OOM / repeats "
+      "| high wait p99 (min) | JCT mean (h) | preemptions | servers moved | lost GPU-h "
+      "| OOM / repeats "
       "| guarantee met % (worst team) | makespan (h) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in d["results"]:
     bp = r["by_priority"]
     met = min(t["guarantee_met_pct"] for t in r["by_team"].values())
     print(f"| {r['policy']} | {r['window_utilization_pct']:.1f} | {r['window_allocation_pct']:.1f} "
           f"| {r['utilization_pct']:.1f} | {bp['production']['queue_delay_s']['p99']:.0f} "
           f"| {bp['high']['queue_delay_s']['p99'] / 60:.0f} | {r['jct_s']['mean'] / 3600:.2f} "
-          f"| {r['preemptions']:.0f} | {r['lost_gpu_hours']:.1f} "
+          f"| {r['preemptions']:.0f} | {r['server_moves']:.0f} | {r['lost_gpu_hours']:.1f} "
           f"| {r['oom_failures']:.0f} / {r['oom_repeats']:.0f} | {met:.1f} | {r['makespan_s'] / 3600:.1f} |")
 print()
 PY

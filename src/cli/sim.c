@@ -173,9 +173,9 @@ static void usage(FILE *f)
         "A-B]\n"
         "                   [--events FILE] [-o table|json] [--out DIR] [--compare "
         "FGD_SUMMARY.csv]\n"
-        "                   [--reconfig-delay DURATION] [--tune RATIO] [--threads N]\n"
-        "                   [--oracle-estimates] [--min-runtime D] [--half-life D] [--grace D]\n"
-        "                   [--guarantee-tolerance D] [--window FROM-TO]\n\n"
+        "                   [--reconfig-delay DURATION] [--move-delay DURATION] [--tune RATIO]\n"
+        "                   [--threads N] [--oracle-estimates] [--min-runtime D] [--half-life D]\n"
+        "                   [--grace D] [--guarantee-tolerance D] [--window FROM-TO]\n\n"
         "Replays a trace through the scheduling core. A policy is PLACEMENT[+ORDER]: a placement\n"
         "policy ('gpuorch policies') and a queue order (fifo, tiresias, priority, kube), e.g.\n"
         "best-fit+tiresias; 'tiresias' alone is gpuorch+tiresias; 'all' lists the usual set.\n"
@@ -200,6 +200,7 @@ int cmd_sim(int argc, char **argv)
         {"out", required_argument, NULL, 'O'},
         {"compare", required_argument, NULL, 'C'},
         {"reconfig-delay", required_argument, NULL, 'r'},
+        {"move-delay", required_argument, NULL, 'D'},
         {"tune", required_argument, NULL, 'T'},
         {"threads", required_argument, NULL, 'j'},
         {"oracle-estimates", no_argument, NULL, 'E'},
@@ -216,6 +217,7 @@ int cmd_sim(int argc, char **argv)
     const char *compare_path = NULL;
     int trace_fmt = TRACE_AUTO;
     SimOptions opt = {.reconfig_delay_ms = 10000,
+                      .move_delay_ms = 60000,
                       .tune_ratio = 1.3,
                       .timeline_points = 600,
                       .min_runtime_ms = 5 * 60 * 1000,
@@ -226,8 +228,8 @@ int cmd_sim(int argc, char **argv)
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     int o;
     optind = 1;
-    while ((o = getopt_long(argc, argv, "c:t:f:p:m:s:S:e:o:O:C:r:T:j:EM:H:G:g:W:h", opts, NULL)) !=
-           -1) {
+    while ((o = getopt_long(argc, argv, "c:t:f:p:m:s:S:e:o:O:C:r:D:T:j:EM:H:G:g:W:h", opts,
+                            NULL)) != -1) {
         switch (o) {
         case 'c':
             cluster_path = optarg;
@@ -267,6 +269,12 @@ int cmd_sim(int argc, char **argv)
         case 'r':
             if (parse_duration_ms(optarg, &opt.reconfig_delay_ms) < 0) {
                 fprintf(stderr, "gpuorch sim: --reconfig-delay: not a duration: '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'D':
+            if (parse_duration_ms(optarg, &opt.move_delay_ms) < 0) {
+                fprintf(stderr, "gpuorch sim: --move-delay: not a duration: '%s'\n", optarg);
                 return 2;
             }
             break;

@@ -396,7 +396,7 @@ static int place_worker(PlaceCtx *ctx, Cluster *c, uint32_t node, const Request 
     return 0;
 }
 
-static void rollback(Cluster *c, Placement *pl)
+void place_undo(Cluster *c, Placement *pl)
 {
     for (size_t i = pl->n_workers; i-- > 0;)
         cluster_release_worker(c, &pl->workers[i]);
@@ -725,7 +725,7 @@ static int place_gang(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *pl
         int64_t node = best_node(ctx, c, r, allowed, ctx->cap);
         int err = node < 0 ? -EINVAL : place_worker(ctx, c, (uint32_t)node, r, pl);
         if (err < 0) {
-            rollback(c, pl);
+            place_undo(c, pl);
             free(allowed);
             return err;
         }
@@ -756,7 +756,7 @@ int place_job(PlaceCtx *ctx, Cluster *c, const Request *r_in, Placement *ret, Bu
         }
         int err = place_worker(ctx, c, (uint32_t)node, &r, ret);
         if (err < 0) {
-            rollback(c, ret);
+            place_undo(c, ret);
             return err;
         }
     }

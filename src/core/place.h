@@ -114,6 +114,10 @@ int place_job(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *ret, Buf *
  * instances stay for the next tenant). */
 void place_release(Cluster *c, const Placement *p);
 
+/* Undo a placement made only to look, or not taken: workers released, the MIG layouts
+ * it changed set back, and pl emptied. */
+void place_undo(Cluster *c, Placement *pl);
+
 /* Workers of r node can take now, at most limit (idle MIG instances re-carvable). */
 unsigned place_node_capacity(const PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r,
                              unsigned limit);

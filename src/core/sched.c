@@ -4,6 +4,7 @@
  * nodes it will get when the running jobs' estimates say they free up. A reservation
  * binds only the jobs behind its holder in the queue. */
 #include "core/sched.h"
+#include "core/consolidate.h"
 #include "core/preempt.h"
 
 #include "util/macro.h"
@@ -22,6 +23,7 @@ void sched_config_gpuorch(SchedConfig *cfg)
         .quotas = true,
         .backfill = true,
         .drain = true,
+        .consolidate = true,
         .min_runtime_ms = 5 * 60 * 1000,
         .half_life_ms = 60 * 60 * 1000,
         .tiresias_threshold_gpu_ms = 16.0 * 3600 * 1000,
@@ -621,15 +623,6 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
     return placed;
 }
 
-/* Undo a placement made only to look (place_job applied it). */
-static void unplace(Cluster *c, Placement *pl)
-{
-    place_release(c, pl);
-    for (size_t i = pl->n_changes; i-- > 0;)
-        cluster_set_mig(c, pl->changes[i].node, pl->changes[i].index, &pl->changes[i].before);
-    placement_reset(pl);
-}
-
 /* r backfilled g's reserved nodes and may be moved for it: unless it is another team's
  * guaranteed work and g is not production (a guarantee outranks a promise to move). */
 static bool movable_for(const SchedJob *r, const SchedJob *g)
@@ -696,9 +689,9 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
     int err = placed < 0 ? placed : 0;
     if (placed == 1) {
         err = reserve(s, g->id, start, &look);
-        unplace(s->c, &look);
+        place_undo(s->c, &look);
     } else if (placed == 0 && look.n_workers) {
-        unplace(s->c, &look);
+        place_undo(s->c, &look);
     }
     for (size_t i = released; i-- > 0;)
         for (size_t w = 0; w < order[i]->pl.n_workers; w++)
@@ -722,7 +715,7 @@ static int places_without(Sched *s, const SchedJob *g, SchedJob **gone, size_t n
     buf_reset(&s->why);
     int placed = place_job(s->ctx, s->c, &g->req, &look, &s->why);
     if (placed == 1 || look.n_workers)
-        unplace(s->c, &look);
+        place_undo(s->c, &look);
     placement_free(&look);
     for (size_t i = n; i-- > 0;)
         for (size_t w = 0; w < gone[i]->pl.n_workers; w++)
@@ -890,6 +883,41 @@ static int drain(Sched *s, double whole_wanted, SchedJob **running, size_t n_run
     return err;
 }
 
+/* ---- consolidation ---- */
+
+/* GPUs emptied in one cycle, at most: a move costs its overlap, so go a few at a time */
+#define CONSOLIDATE_PER_CYCLE 4
+
+static int move_servers(Sched *s, unsigned want, SchedJob **running, size_t n_running, int64_t now,
+                        SchedDecisions *out)
+{
+    SchedJob **moved = NULL;
+    size_t n_moved = 0;
+    int err = consolidate(s, want, running, n_running, now, &moved, &n_moved);
+    for (size_t k = 0; k < n_moved && !err; k++) {
+        SchedJob *j = moved[k];
+        /* a replacement may take a slice of another size: the team holds what it has */
+        double units = placement_units(s->c, &j->pl);
+        uint32_t slot = tenancy_slot(&s->ten, j->team);
+        s->ten.teams[slot].held_units += units - j->units;
+        if (!j->borrowed)
+            s->ten.teams[slot].guaranteed_held += units - j->units;
+        j->units = units;
+        j->placed_ms = now;
+        err = decide(out, (SchedDecision){.kind = SCHED_MOVE, .job = j->id, .for_job = SCHED_NONE});
+    }
+    free(moved);
+    return err;
+}
+
+void sched_move_done(Sched *s, SchedJob *j)
+{
+    if (j->moved_from.n_workers)
+        place_release(s->c, &j->moved_from);
+    placement_reset(&j->moved_from);
+    j->moving = false;
+}
+
 /* ---- the cycle ---- */
 
 /* Stop the victims for j: each gets its grace, and the room it holds is j's. */
@@ -948,6 +976,7 @@ static int start_job(Sched *s, SchedJob *j, int64_t now, SchedDecisions *out)
     j->nominated = SCHED_NONE;
     j->run_start_ms = now;
     j->last_checkpoint_ms = now;
+    j->placed_ms = now;
     j->backfill_for = SCHED_NONE;
     j->reason[0] = '\0';
     return decide(out, (SchedDecision){.kind = SCHED_START, .job = j->id, .for_job = SCHED_NONE});
@@ -1119,6 +1148,9 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
     }
     if (!err && s->cfg.drain)
         err = drain(s, whole_wanted, running, n_running, now, out);
+    if (!err && s->cfg.consolidate && whole_wanted >= 1)
+        err = move_servers(s, (unsigned)MIN(whole_wanted, (double)CONSOLIDATE_PER_CYCLE), running,
+                           n_running, now, out);
     /* what is still waiting, in this cycle's order (queue positions) */
     size_t keep = 0;
     for (size_t i = 0; i < s->n_order; i++)
@@ -1145,6 +1177,7 @@ void sched_release(Sched *s, SchedJob *j, int64_t now_ms)
     if (j->pl.n_workers)
         place_release(s->c, &j->pl);
     placement_reset(&j->pl);
+    sched_move_done(s, j);
     uint32_t slot = tenancy_slot(&s->ten, j->team);
     if (j->running) {
         s->ten.teams[slot].held_units -= j->units;

@@ -15,7 +15,9 @@
  *     is a gang, reserve the nodes it will get at the earliest time the running
  *     jobs' estimates free them (EASY backfill);
  *  5. when whole GPUs are wanted and partitioned GPUs hold little that is expected to
- *     end soon, drain those GPUs (no new slices) so they come back whole.
+ *     end soon, drain those GPUs (no new slices) so they come back whole; move the
+ *     servers off those that hold little, where other partitioned GPUs have room
+ *     (consolidate.h).
  *
  * Starting a job applies its placement to the cluster at once. A preempted job keeps its
  * resources until the caller, after the job's grace period, calls sched_release; the
@@ -52,6 +54,7 @@ typedef struct SchedConfig {
     bool quotas;            /* enforce guarantees and burst limits */
     bool backfill;          /* gangs reserve; others backfill around the reservation */
     bool drain;             /* drain nearly empty partitioned GPUs for whole-GPU work */
+    bool consolidate;       /* move servers off them (consolidate.h) */
     int64_t min_runtime_ms; /* a job runs this long before it may be preempted */
     int64_t half_life_ms;   /* fair-share usage decay */
     double tiresias_threshold_gpu_ms; /* Tiresias: attained service of the upper queue */
@@ -71,6 +74,7 @@ typedef struct SchedJob {
     uint32_t team;    /* cluster team index or TEAM_NONE */
     uint8_t priority; /* Priority */
     bool preemptible;
+    bool movable; /* a service that can start a replacement before it stops (consolidate.h) */
     /* the scheduler's, read every cycle */
     bool queued;        /* in the scheduler's queue */
     bool borrowed;      /* running above its team's guarantee */
@@ -87,6 +91,8 @@ typedef struct SchedJob {
     bool running;               /* holds an allocation (running or stopping) */
     int64_t run_start_ms;       /* start of the current run */
     int64_t last_checkpoint_ms; /* last completed checkpoint (or the run's start) */
+    int64_t placed_ms;          /* when it started or last moved */
+    bool moving;                /* moved: it holds moved_from too until sched_move_done */
     double attained_gpu_ms;     /* Tiresias: GPUs x time run so far, current run included */
     /* the scheduler's, read now and then */
     bool listed;                   /* has an entry in a queue bucket (maybe stale) */
@@ -95,6 +101,7 @@ typedef struct SchedJob {
                                     * preemptible work, to be moved when that job is ready */
     int64_t stop_at_ms;            /* stopping: when its grace ends (when its room comes free) */
     Placement pl;                  /* the allocation while running */
+    Placement moved_from;          /* moving: the allocation its replacement takes over from */
     Request req;                   /* all workers */
     char reason[SCHED_REASON_LEN]; /* waiting: why, in words */
     uint8_t held_back;             /* waiting: SchedHeld, why more nodes would not start it now */
@@ -115,6 +122,8 @@ typedef enum SchedDecisionKind {
     SCHED_PREEMPT, /* stop the job (checkpoint within its grace), then sched_release */
     SCHED_DRAIN,   /* a partitioned GPU takes no new slices (node, gpu) */
     SCHED_UNDRAIN, /* it takes slices again */
+    SCHED_MOVE,    /* start a replacement on job->pl, then stop the one on job->moved_from and
+                    * call sched_move_done */
 } SchedDecisionKind;
 
 typedef struct SchedDecision {
@@ -230,5 +239,8 @@ uint32_t sched_position_newest(Sched *s, const SchedJob *j);
  * usage up to now and release what it holds. The caller then queues it again or
  * forgets it. */
 void sched_release(Sched *s, SchedJob *j, int64_t now_ms);
+
+/* A moved job's replacement is ready: release what it held before the move. */
+void sched_move_done(Sched *s, SchedJob *j);
 
 void sched_decisions_free(SchedDecisions *d);

@@ -427,6 +427,9 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     rng_seed(&s->rng, 42);
     SchedConfig cfg;
     sched_config_gpuorch(&cfg);
+    /* moving a server (consolidate.h) needs its replacement running beside it before it
+     * stops; the agent protocol runs one worker per rank, so the server moves nothing */
+    cfg.consolidate = false;
     if (o->min_runtime_ms >= 0)
         cfg.min_runtime_ms = o->min_runtime_ms;
     /* the policy is set up after the jobs are known (its mix); the scheduler's queue

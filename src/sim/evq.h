@@ -13,6 +13,7 @@ typedef enum EventKind {
     EV_CHECKPOINT,   /* a job starts a periodic checkpoint */
     EV_CKPT_DONE,    /* it finished the checkpoint */
     EV_RECONFIGURED, /* a MIG reconfiguration finished */
+    EV_MOVED,        /* a moved server's replacement is ready (`epoch`: its move number) */
     EV_ARRIVAL,      /* a job is submitted */
     EV_SCHEDULE,     /* a wake-up for the scheduler (Tiresias demotion, a reservation) */
     EV_SAMPLE,       /* a metrics sample */

@@ -364,6 +364,7 @@ static void json_time(Buf *b, const SimReport *r, size_t pi)
     json_agg(b, "oom_failures", aggregate(r, pi, m_time_size, TOFF(oom_failures)), 1, false);
     json_agg(b, "oom_repeats", aggregate(r, pi, m_time_size, TOFF(oom_repeats)), 1, false);
     json_agg(b, "drains", aggregate(r, pi, m_time_size, TOFF(drains)), 1, false);
+    json_agg(b, "server_moves", aggregate(r, pi, m_time_size, TOFF(server_moves)), 1, false);
     json_cost(b, r, pi);
     double cap_s = capacity_s(r, pi);
     buf_puts(b, ", \"by_priority\": {");

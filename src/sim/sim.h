@@ -52,6 +52,7 @@ const char *queue_order_name(QueueOrder o);
 typedef struct SimOptions {
     SimMode mode;
     int64_t reconfig_delay_ms;      /* MIG reconfiguration takes this long (default 10 s) */
+    int64_t move_delay_ms;          /* a moved server's replacement loads this long (60 s) */
     bool oracle_estimates;          /* hand the scheduler true durations as estimates */
     int64_t min_runtime_ms;         /* before a job may be preempted (default 5 min) */
     int64_t half_life_ms;           /* fair-share decay (default 1 h) */
@@ -113,6 +114,7 @@ typedef struct TimeResult {
     double makespan_s, jobs_per_hour;
     size_t submitted, finished, never_placed, unschedulable, preemptions, reconfigurations;
     size_t oom_failures, oom_repeats, drains;
+    size_t server_moves;         /* servers moved off nearly empty partitioned GPUs */
     double lost_gpu_hours;       /* work lost to preemption, interruption or OOM (since the
                                   * last checkpoint) */
     double checkpoint_gpu_hours; /* GPUs held while checkpointing */

@@ -36,18 +36,18 @@ void sched_config_for(QueueOrder o, SchedConfig *ret)
         /* arrival order, nothing preempted, no quotas, no reservations */
         c.order = SCHED_ORDER_FIFO;
         c.preempt = SCHED_PREEMPT_NONE;
-        c.fair_share = c.quotas = c.backfill = c.drain = false;
+        c.fair_share = c.quotas = c.backfill = c.drain = c.consolidate = false;
         break;
     case ORDER_TIRESIAS:
         c.order = SCHED_ORDER_TIRESIAS;
         c.preempt = SCHED_PREEMPT_TIRESIAS;
-        c.fair_share = c.quotas = c.backfill = c.drain = false;
+        c.fair_share = c.quotas = c.backfill = c.drain = c.consolidate = false;
         break;
     case ORDER_KUBE:
         /* kube-scheduler: priority then age; preempt any lower priority; no quotas */
         c.order = SCHED_ORDER_PRIORITY;
         c.preempt = SCHED_PREEMPT_PRIORITY;
-        c.fair_share = c.quotas = c.backfill = c.drain = false;
+        c.fair_share = c.quotas = c.backfill = c.drain = c.consolidate = false;
         break;
     }
     *ret = c;

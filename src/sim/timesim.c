@@ -52,12 +52,13 @@ typedef enum Phase {
 typedef struct SimJob {
     SchedJob sj; /* sj.id is the job's index */
     uint8_t phase;
-    uint64_t epoch;   /* bumped when a posted event about the job becomes stale */
-    double work_ms;   /* total work at full speed */
-    double done_ms;   /* work done */
-    double saved_ms;  /* work a resume starts from (the last checkpoint) */
-    double speed;     /* work per simulated ms while running */
-    int64_t since_ms; /* when the current phase began */
+    uint64_t epoch;    /* bumped when a posted event about the job becomes stale */
+    uint64_t move_seq; /* its moves so far: an EV_MOVED of an earlier one is stale */
+    double work_ms;    /* total work at full speed */
+    double done_ms;    /* work done */
+    double saved_ms;   /* work a resume starts from (the last checkpoint) */
+    double speed;      /* work per simulated ms while running */
+    int64_t since_ms;  /* when the current phase began */
     int64_t hold_since_ms;
     int64_t first_start_ms, finish_ms, wait_since_ms;
     int64_t held_ms; /* time holding GPUs while running, checkpointing or stopping */
@@ -110,7 +111,7 @@ typedef struct TimeSim {
     size_t running;
     Sample *samples;
     size_t n_samples, samples_cap;
-    size_t preemptions, reconfigurations, ooms, oom_repeats, drains;
+    size_t preemptions, reconfigurations, ooms, oom_repeats, drains, server_moves;
     size_t unfit; /* jobs whose class outgrew every GPU: never run again */
     double lost_gpu_ms, ckpt_gpu_ms;
     bool dirty;
@@ -324,13 +325,20 @@ static void on_spot(TimeSim *s, uint32_t j)
     }
 }
 
+/* The GPU-equivalents a job uses while it runs, given all it asks (INFINITY: all it holds). */
+static double demand_of(const TimeSim *s, uint32_t j)
+{
+    const JobSpec *spec = spec_of(s, j);
+    return spec->busy_milli == BUSY_ALL ? INFINITY
+                                        : spec->busy_milli / 1000.0 * s->jobs[j].gpus_asked;
+}
+
 static int start_run(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
     const JobSpec *spec = spec_of(s, j);
     sj->alloc_eq = placement_eq(s->c, &sj->sj.pl);
-    double demand =
-        spec->busy_milli == BUSY_ALL ? INFINITY : spec->busy_milli / 1000.0 * sj->gpus_asked;
+    double demand = demand_of(s, j);
     sj->busy_eq = MIN(demand, sj->alloc_eq);
     sj->speed = 1;
     if ((spec->kind == KIND_TRAINING || spec->kind == KIND_BATCH) && isfinite(demand) &&
@@ -390,6 +398,44 @@ static int bind(TimeSim *s, uint32_t j)
     return start_run(s, j);
 }
 
+/* The scheduler moved a server (consolidate.h): its replacement loads (after any MIG
+ * reconfiguration) while the old one serves; both are held until it is ready. */
+static int start_move(TimeSim *s, uint32_t j)
+{
+    SimJob *sj = &s->jobs[j];
+    const char *name = spec_of(s, j)->name;
+    int64_t delay = s->in->opt.move_delay_ms;
+    s->server_moves++;
+    if (sj->sj.pl.n_changes) {
+        s->reconfigurations += sj->sj.pl.n_changes;
+        evlog_reconfig(&s->ev, s->c, s->now_ms, name, &sj->sj.pl);
+        delay += s->in->opt.reconfig_delay_ms;
+    }
+    evlog_workers(&s->ev, s->c, s->now_ms, "move", name, &sj->sj.pl);
+    account(s, j, -1, false);
+    sj->alloc_eq = placement_eq(s->c, &sj->sj.pl) + placement_eq(s->c, &sj->sj.moved_from);
+    account(s, j, +1, false);
+    return evq_push(&s->q, s->now_ms + delay, EV_MOVED, j, ++sj->move_seq);
+}
+
+static int end_move(TimeSim *s, uint32_t j)
+{
+    SimJob *sj = &s->jobs[j];
+    if (!sj->sj.moving)
+        return 0;
+    evlog_workers(&s->ev, s->c, s->now_ms, "moved", spec_of(s, j)->name, &sj->sj.moved_from);
+    bool busy = sj->phase == PH_RUNNING;
+    account(s, j, -1, busy);
+    sched_move_done(&s->sched, &sj->sj);
+    sj->alloc_eq = placement_eq(s->c, &sj->sj.pl);
+    if (busy)
+        sj->busy_eq = MIN(demand_of(s, j), sj->alloc_eq);
+    account(s, j, +1, busy);
+    s->changes++;
+    s->dirty = true;
+    return 0;
+}
+
 /* Take a job off the GPUs: what it held is released in the core. */
 static void take_off(TimeSim *s, uint32_t j)
 {
@@ -402,6 +448,8 @@ static void take_off(TimeSim *s, uint32_t j)
     account(s, j, -1, productive);
     sj->attained_base += (double)(s->now_ms - sj->sj.run_start_ms) * sj->gpus_asked;
     sj->alloc_eq = sj->busy_eq = 0;
+    if (sj->sj.moving)
+        evlog_workers(&s->ev, s->c, s->now_ms, "moved", spec_of(s, j)->name, &sj->sj.moved_from);
     sched_release(&s->sched, &sj->sj, s->now_ms);
     unhold(s, j);
     sj->epoch++;
@@ -784,6 +832,9 @@ static int schedule(TimeSim *s)
         case SCHED_DRAIN:
             s->drains++;
             break;
+        case SCHED_MOVE:
+            err = start_move(s, d->job);
+            break;
         default:
             break;
         }
@@ -853,6 +904,8 @@ static int handle(TimeSim *s, const Event *e)
         s->dirty = true;
         return 0;
     }
+    if (e->kind == EV_MOVED)
+        return e->epoch == s->jobs[e->job].move_seq ? end_move(s, e->job) : 0;
     SimJob *sj = &s->jobs[e->job];
     bool live = e->epoch == sj->epoch;
     if (live || e->kind == EV_ARRIVAL)
@@ -886,11 +939,8 @@ static int handle(TimeSim *s, const Event *e)
         advance(s, sj);
         sj->saved_ms = sj->done_ms;
         sj->sj.last_checkpoint_ms = s->now_ms;
-        const JobSpec *spec = spec_of(s, e->job);
-        double demand =
-            spec->busy_milli == BUSY_ALL ? INFINITY : spec->busy_milli / 1000.0 * sj->gpus_asked;
         account(s, e->job, -1, false);
-        sj->busy_eq = MIN(demand, sj->alloc_eq);
+        sj->busy_eq = MIN(demand_of(s, e->job), sj->alloc_eq);
         account(s, e->job, +1, true);
         sj->phase = PH_RUNNING;
         return next_event(s, e->job);
@@ -945,8 +995,10 @@ static void bill(TimeSim *s, TimeResult *res, double cap_gpu_ms);
 
 static void sim_free(TimeSim *s)
 {
-    for (size_t i = 0; s->jobs && i < s->n_jobs; i++)
+    for (size_t i = 0; s->jobs && i < s->n_jobs; i++) {
         placement_free(&s->jobs[i].sj.pl);
+        placement_free(&s->jobs[i].sj.moved_from);
+    }
     free(s->jobs);
     free(s->holding);
     free(s->ptrs);
@@ -1060,6 +1112,7 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
             .team = team >= 0 ? (uint32_t)team : TEAM_NONE,
             .priority = j->priority,
             .preemptible = j->preemptible,
+            .movable = j->kind == KIND_INFERENCE,
             .submit_ms = j->submit_ms,
             .grace_ms = j->checkpoint_grace_ms > 0 ? j->checkpoint_grace_ms : in->opt.grace_ms,
             .nominated = SCHED_NONE,
@@ -1170,6 +1223,7 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     res->oom_failures = s.ooms;
     res->oom_repeats = s.oom_repeats;
     res->drains = s.drains;
+    res->server_moves = s.server_moves;
     res->lost_gpu_hours = s.lost_gpu_ms / 3.6e6;
     res->checkpoint_gpu_hours = s.ckpt_gpu_ms / 3.6e6;
     finish_groups(&s, res, span_ms);

@@ -135,6 +135,27 @@ run 0 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/mig.csv" --policy first-fit 
 cp "$T/out" "$T/mig.json"
 json_ok "$T/mig.json" 'd["results"][0]["queue_delay_s"]["max"] == 25 and d["results"][0]["reconfigurations"] == 1'
 
+# --move-delay: gpuorch moves server x off GPU 0 at 700 s for the 1-GPU job t, which starts
+# after the new instance (10 s), the load (90 s) and GPU 0's MIG coming off (10 s): 810 s
+cat >"$T/mig2.yaml" <<'EOF'
+name: mig2
+pools:
+  - name: a
+    tier: owned
+    nodes: 1
+    node: {gpu_model: A100-80GB, gpus: 2, mig: true}
+EOF
+printf 'id,kind,mig,gpus,submit_s,duration_s\nx,inference,3g.40gb,,0,7200\ny,inference,3g.40gb,,0,600\na,inference,3g.40gb,,0,7200\nt,training,,1,700,1000\n' \
+    >"$T/move.csv"
+run 0 "$GPUORCH" sim --cluster "$T/mig2.yaml" --trace "$T/move.csv" --policy gpuorch -o json \
+    --move-delay 90s --events "$T/move.jsonl"
+cp "$T/out" "$T/move.json"
+json_ok "$T/move.json" 'd["results"][0]["server_moves"] == 1'
+grep -q '"t_ms": 700000, "type": "move", "job": "x"' "$T/move.jsonl" || fail "no move of x at 700 s"
+grep -q '"t_ms": 810000, "type": "start", "job": "t"' "$T/move.jsonl" || fail "t did not start at 810 s"
+run 2 "$GPUORCH" sim --cluster "$T/mig2.yaml" --trace "$T/move.csv" --move-delay soon
+err_has "--move-delay: not a duration: 'soon'"
+
 # the same seed twice, and on one thread or several: the same bytes
 POLICIES=random,gpuorch+tiresias,k8s-default
 run 0 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/trace.csv" --policy $POLICIES --seed 9 -o json \

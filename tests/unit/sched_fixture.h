@@ -55,6 +55,7 @@ typedef struct JobArgs {
     const char *prio;   /* priority name ["normal"] */
     const char *team;   /* team name [none: TEAM_NONE] */
     bool preemptible;   /* */
+    bool movable;       /* a service that can be moved (consolidate.h) */
     int64_t submit_ms;  /* */
     int64_t est_ms;     /* remaining estimate [0: unknown, NO_DURATION] */
     int64_t grace_ms;   /* */
@@ -99,6 +100,7 @@ static inline SchedJob fixture_job(const Cluster *c, uint32_t id, JobArgs a)
                       .team = team,
                       .priority = (uint8_t)prio,
                       .preemptible = a.preemptible,
+                      .movable = a.movable,
                       .nominated = SCHED_NONE,
                       .submit_ms = a.submit_ms,
                       .estimate_ms = a.est_ms ? a.est_ms : NO_DURATION,

@@ -16,6 +16,9 @@
  *    time the preemptible backfill is moved; a gang never holds part of an allocation;
  *  - drain: nearly empty partitioned GPUs stop taking slices while whole GPUs are
  *    wanted, and take them again when nobody waits for whole GPUs;
+ *  - consolidation: servers move off the emptiest partitioned GPU into room other
+ *    partitioned GPUs have, all of a GPU's or none, never into a whole GPU, only
+ *    movable work past its minimum run time;
  *  - tiers: production never lands on spot capacity, and a production job that allows
  *    only spot is refused;
  *  - MIG slices placed by the gpuorch policy through the cycle: reuse an idle instance,
@@ -106,8 +109,10 @@ static void world_init(World *w, Cluster *c, const char *policy, const SchedConf
 
 static void world_free(World *w)
 {
-    for (size_t i = 0; i < w->n_jobs; i++)
+    for (size_t i = 0; i < w->n_jobs; i++) {
         placement_free(&w->jobs[i].pl);
+        placement_free(&w->jobs[i].moved_from);
+    }
     sched_decisions_free(&w->d);
     sched_free(&w->s);
     place_ctx_free(&w->ctx);
@@ -1404,6 +1409,199 @@ static void test_drain_only_nearly_empty(void **state)
     }
 }
 
+/* ---- consolidation ---- */
+
+#define MIN_MS (60 * INT64_C(1000))
+
+/* Three model servers on one MIG node of 2 H100s, first-fit, no estimates (so nothing is
+ * drained: drain() waits only for slices expected to end). GPU 0 has an idle 1g.10gb at
+ * slot 0, GPU 1 two at slots 0 and 1; s0 takes GPU 0's (the reuse class, lowest index),
+ * s1 and s2 GPU 1's. */
+static void three_servers(World *w, const SchedConfig *cfg, bool movable0, SchedJob **s0,
+                          SchedJob **s1, SchedJob **s2)
+{
+    Cluster *c = new_cluster();
+    add_pool(c, "m", 2, 1, true);
+    carve(c, 0, 0, "1g.10gb", 0);
+    carve(c, 0, 1, "1g.10gb", 0);
+    carve(c, 0, 1, "1g.10gb", 1);
+    world_init(w, c, "first-fit", cfg);
+    *s0 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .movable = movable0});
+    *s1 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 1, .movable = true});
+    *s2 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 2, .movable = true});
+    cycle(w, 0);
+    assert_int_equal((*s0)->pl.workers[0].grants[0].index, 0);
+    assert_int_equal((*s1)->pl.workers[0].grants[0].index, 1);
+    assert_int_equal((*s2)->pl.workers[0].grants[0].index, 1);
+}
+
+static bool moved(const World *w, const SchedJob *j)
+{
+    for (size_t k = 0; k < w->d.n; k++)
+        if (w->d.d[k].kind == SCHED_MOVE && w->d.d[k].job == j->id)
+            return true;
+    return false;
+}
+
+/* The three servers; at 10 minutes (past the 5-minute minimum run time) a whole-GPU job
+ * w arrives and cannot start. GPU 0 holds 4,000 units and GPU 1 8,000, both under the
+ * 16,000 (4/7) a GPU may hold to be emptied; GPU 0 is the emptiest. s0's replacement is
+ * placed with GPU 0 drained: no idle 1g instance is left, so a new one is cut in GPU 1's
+ * first free slot, 2 (one MIG change), beside s1 and s2. One GPU is wanted and one is
+ * emptied: SCHED_MOVE of s0 only. Until the caller reports the replacement ready s0
+ * holds both (GPU 0 at 4,000, GPU 1 at 12,000) and w waits; after sched_move_done GPU 0
+ * is idle and w starts on it, whole. */
+static void test_consolidate_moves_servers_for_whole_gpu(void **state)
+{
+    World *w = *state;
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    SchedJob *s0, *s1, *s2;
+    three_servers(w, &cfg, true, &s0, &s1, &s2);
+    Cluster *c = w->c;
+    SchedJob *wj = submit(w, (JobArgs){.gpus = 1, .submit_ms = 10 * MIN_MS});
+    cycle(w, 10 * MIN_MS);
+    assert_false(started(w, wj));
+    assert_int_equal(count(w, SCHED_MOVE), 1);
+    assert_true(moved(w, s0));
+    assert_true(s0->moving);
+    assert_int_equal(s0->placed_ms, 10 * MIN_MS);
+    const Grant *to = &s0->pl.workers[0].grants[0];
+    assert_int_equal(to->index, 1);
+    assert_int_equal(to->mig_start, 2);
+    assert_int_equal(s0->pl.n_changes, 1);
+    assert_int_equal(s0->moved_from.workers[0].grants[0].index, 0);
+    assert_true(gpu_at(c, 0, 0)->draining);
+    assert_int_equal(gpu_at(c, 0, 0)->used_units, GPU_UNITS / 7);
+    assert_int_equal(gpu_at(c, 0, 1)->used_units, 3 * (GPU_UNITS / 7));
+
+    sched_move_done(&w->s, s0);
+    assert_false(s0->moving);
+    assert_int_equal(gpu_at(c, 0, 0)->used_units, 0);
+    assert_true(cluster_consistent(c));
+    cycle(w, 11 * MIN_MS);
+    assert_true(started(w, wj));
+    assert_int_equal(wj->pl.workers[0].grants[0].index, 0);
+    assert_int_equal(wj->pl.workers[0].grants[0].kind, GRANT_WHOLE);
+    assert_int_equal(count(w, SCHED_MOVE), 0);
+
+    /* s0 ends on its new GPU: what it holds there goes back */
+    finish(w, s0);
+    assert_int_equal(gpu_at(c, 0, 1)->used_units, 2 * (GPU_UNITS / 7));
+    world_free(w);
+}
+
+/* Who moves. The same three servers and w:
+ *  - at 4 minutes nobody has run the 5-minute minimum: no move;
+ *  - s0 not movable: GPU 0 cannot be emptied, so GPU 1 is, the emptiest GPU left: s1 and
+ *    s2 move into GPU 0's free slots 1 and 2, and GPU 1 is drained;
+ *  - consolidation off in the config: no move. */
+static void test_consolidate_who_moves(void **state)
+{
+    World *w = *state;
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    SchedJob *s0, *s1, *s2;
+
+    three_servers(w, &cfg, true, &s0, &s1, &s2);
+    submit(w, (JobArgs){.gpus = 1, .submit_ms = MIN_MS});
+    cycle(w, 4 * MIN_MS);
+    assert_int_equal(count(w, SCHED_MOVE), 0);
+    assert_false(gpu_at(w->c, 0, 0)->draining || gpu_at(w->c, 0, 1)->draining);
+    world_free(w);
+
+    three_servers(w, &cfg, false, &s0, &s1, &s2);
+    submit(w, (JobArgs){.gpus = 1, .submit_ms = MIN_MS});
+    cycle(w, 10 * MIN_MS);
+    assert_int_equal(count(w, SCHED_MOVE), 2);
+    assert_true(moved(w, s1) && moved(w, s2));
+    assert_int_equal(s1->pl.workers[0].grants[0].index, 0);
+    assert_int_equal(s1->pl.workers[0].grants[0].mig_start, 1);
+    assert_int_equal(s2->pl.workers[0].grants[0].index, 0);
+    assert_int_equal(s2->pl.workers[0].grants[0].mig_start, 2);
+    assert_true(gpu_at(w->c, 0, 1)->draining);
+    assert_false(gpu_at(w->c, 0, 0)->draining);
+    world_free(w);
+
+    cfg.consolidate = false;
+    three_servers(w, &cfg, true, &s0, &s1, &s2);
+    submit(w, (JobArgs){.gpus = 1, .submit_ms = MIN_MS});
+    cycle(w, 10 * MIN_MS);
+    assert_int_equal(count(w, SCHED_MOVE), 0);
+    world_free(w);
+}
+
+/* All of a GPU's servers move, or none. One MIG node of 2 H100s: GPU 0 holds movable s0
+ * (1g.10gb at slot 0) and s1 (3g.40gb at slot 4): 16,000 units, just within 4/7. GPU 1
+ * holds n0 (4g.40gb at 0) and n1 (1g.10gb at 4), not movable: slots 5 and 6 are free,
+ * room for a 1g but not a 3g (which starts only at 0 or 4). s0's replacement fits in
+ * slot 5, s1's nowhere (GPU 0 is being emptied, GPU 1 has no room): s0's is undone, GPU 1
+ * keeps its layout and units, GPU 0 is not left drained, and no move is decided. */
+static void test_consolidate_all_or_nothing(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool(c, "m", 2, 1, true);
+    carve(c, 0, 0, "1g.10gb", 0);
+    carve(c, 0, 0, "3g.40gb", 4);
+    carve(c, 0, 1, "4g.40gb", 0);
+    carve(c, 0, 1, "1g.10gb", 4);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    SchedJob *s0 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .movable = true});
+    SchedJob *s1 =
+        submit(w, (JobArgs){.req = REQ_MIG, .mig = "3g.40gb", .submit_ms = 1, .movable = true});
+    SchedJob *n0 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "4g.40gb", .submit_ms = 2});
+    SchedJob *n1 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .submit_ms = 3});
+    cycle(w, 0);
+    assert_int_equal(s0->pl.workers[0].grants[0].index, 0);
+    assert_int_equal(s1->pl.workers[0].grants[0].index, 0);
+    assert_int_equal(n0->pl.workers[0].grants[0].index, 1);
+    assert_int_equal(n1->pl.workers[0].grants[0].index, 1);
+    MigLayout before = gpu_at(c, 0, 1)->mig;
+    submit(w, (JobArgs){.gpus = 1, .submit_ms = MIN_MS});
+    cycle(w, 10 * MIN_MS);
+    assert_int_equal(count(w, SCHED_MOVE), 0);
+    assert_false(s0->moving || s1->moving);
+    assert_int_equal(s0->pl.workers[0].grants[0].index, 0);
+    assert_int_equal(s0->moved_from.n_workers, 0);
+    assert_false(gpu_at(c, 0, 0)->draining);
+    assert_int_equal(gpu_at(c, 0, 1)->used_units, 5 * (GPU_UNITS / 7));
+    assert_memory_equal(&gpu_at(c, 0, 1)->mig, &before, sizeof(before));
+    world_free(w);
+}
+
+/* A replacement goes only into room a partitioned GPU already has, never into a whole
+ * GPU cut for it (that would only move the fragment). One MIG node of 3 H100s: s0 holds
+ * GPU 0's 1g.10gb, r GPU 1 whole, GPU 2 is whole and free; w asks 2 GPUs and cannot
+ * start. s0's only option is to cut GPU 2: that is undone, so GPU 2 stays whole and
+ * free, GPU 0 undrained, no move. */
+static void test_consolidate_never_cuts_a_whole_gpu(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool(c, "m", 3, 1, true);
+    carve(c, 0, 0, "1g.10gb", 0);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    SchedJob *s0 = submit(w, (JobArgs){.req = REQ_MIG, .mig = "1g.10gb", .movable = true});
+    SchedJob *r = submit(w, (JobArgs){.gpus = 1, .submit_ms = 1});
+    cycle(w, 0);
+    assert_int_equal(s0->pl.workers[0].grants[0].index, 0);
+    assert_int_equal(r->pl.workers[0].grants[0].index, 1);
+    SchedJob *wj = submit(w, (JobArgs){.gpus = 2, .submit_ms = MIN_MS});
+    cycle(w, 10 * MIN_MS);
+    assert_false(started(w, wj));
+    assert_int_equal(count(w, SCHED_MOVE), 0);
+    assert_false(s0->moving);
+    assert_int_equal(gpu_at(c, 0, 2)->mode, GPU_WHOLE);
+    assert_int_equal(gpu_at(c, 0, 2)->used_units, 0);
+    assert_false(gpu_at(c, 0, 0)->draining);
+    world_free(w);
+}
+
 /* ---- MIG slices through the cycle (gpuorch policy) ---- */
 
 /* One MIG node of 2 H100s, policy gpuorch, no mix.
@@ -1729,6 +1927,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_undrain_when_nobody_waits, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_drain_only_nearly_empty, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(test_consolidate_moves_servers_for_whole_gpu, world_setup,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_consolidate_who_moves, world_setup, world_teardown),
+        cmocka_unit_test_setup_teardown(test_consolidate_all_or_nothing, world_setup,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_consolidate_never_cuts_a_whole_gpu, world_setup,
+                                        world_teardown),
         cmocka_unit_test_setup_teardown(test_mig_reuse_and_fill_partitioned, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_mig_recarve_only_idle, world_setup, world_teardown),

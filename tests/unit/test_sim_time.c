@@ -5,9 +5,9 @@
  * preemptions, reconfigurations) and, where the timing is the point, the event log.
  * Covered: utilisation over a --window, FIFO and priority queue orders, gangs that
  * never hold a partial allocation (and k8s-default, which does), the MIG
- * reconfiguration delay, the slowdown of a training job given less compute than it
- * uses, Tiresias' preemption at 16 GPU-hours, determinism of the JSON report and event
- * log, and jobs that never run. */
+ * reconfiguration delay, a server moved to empty a GPU for training, the slowdown of a training job
+ * given less compute than it uses, Tiresias' preemption at 16 GPU-hours, determinism of the JSON
+ * report and event log, and jobs that never run. */
 #include "sim/report.h"
 #include "sim/sim.h"
 
@@ -420,6 +420,67 @@ static void test_mig_reconfiguration_delay(void **state)
     world_free(&w);
 }
 
+/* ---- (d2) consolidation ---- */
+
+/* One node of 2 A100-80GB that may be MIG-partitioned. Three model servers at t=0 ask
+ * 3g.40gb: gpuorch cuts GPU 0 for x (slot 0) and y (slot 4), GPU 1 for a (slot 0); all
+ * start after the 10 s reconfiguration. y ends at 610. A 1-GPU training job t arrives at
+ * 700: no GPU is whole. Both GPUs hold 3/7 (within the 4/7 a GPU may hold to be emptied)
+ * and x has run past the 5-minute minimum, so GPU 0, the first of the emptiest, is
+ * emptied: x's replacement needs a new 3g instance at GPU 1's slot 4 (10 s), then loads
+ * for the move delay M; x serves from GPU 0 meanwhile. At 700 + 10 + M the old instance
+ * goes, GPU 0 is idle, and t starts after GPU 0's MIG comes off (10 s): at 720 + M.
+ * With M = 60 s: t starts at 780, ends at 1780; x and a end at 7210 (makespan).
+ *   held: x 3/7 x (770 + 6510) + y 3/7 x 610 + a 3/7 x 7210 + t 1010 = 7481.43 GPU-s of
+ *         2 x 7210: 51.88 %;
+ *   used: x and a 3/7 x 7200 each, y 3/7 x 600, t 1000 = 7428.57 GPU-s: 51.52 %.
+ * With M = 120 s, t starts at 840. */
+static const char *const CLUSTER_MIG2 = "name: mig2\n"
+                                        "pools:\n"
+                                        "  - name: a\n"
+                                        "    tier: owned\n"
+                                        "    nodes: 1\n"
+                                        "    node: {gpu_model: A100-80GB, gpus: 2, mig: true}\n";
+
+static const char *const MOVE_JOBS = "id,kind,mig,gpus,submit_s,duration_s\n"
+                                     "x,inference,3g.40gb,,0,7200\n"
+                                     "y,inference,3g.40gb,,0,600\n"
+                                     "a,inference,3g.40gb,,0,7200\n"
+                                     "t,training,,1,700,1000\n";
+
+static void test_consolidation_moves_a_server(void **state)
+{
+    (void)state;
+    static const int64_t delays[] = {60000, 120000};
+    for (size_t i = 0; i < ARRAY_SIZE(delays); i++) {
+        World w;
+        fixture_world(&w, CLUSTER_MIG2, MOVE_JOBS,
+                      (SimOptions){.mode = SIM_TIME,
+                                   .reconfig_delay_ms = 10000,
+                                   .move_delay_ms = delays[i],
+                                   .min_runtime_ms = 5 * 60 * 1000,
+                                   .tune_ratio = 1.3,
+                                   .events = true,
+                                   .timeline_points = 600});
+        RunResult r;
+        run(&w, "gpuorch", 1, &r);
+        assert_int_equal(r.time.server_moves, 1);
+        assert_int_equal(event_t(&r.events, "move", "x", 0), 700000);
+        assert_int_equal(event_t(&r.events, "moved", "x", 0), 710000 + delays[i]);
+        assert_int_equal(event_t(&r.events, "start", "t", 0), 720000 + delays[i]);
+        assert_int_equal(count_events(&r.events, "move", "a"), 0);
+        if (i == 0) {
+            near(r.time.makespan_s, 7210, EPS, "makespan");
+            near(r.time.allocation_pct,
+                 100.0 * (3.0 / 7 * (770 + 6510 + 610 + 7210) + 1010) / 14420, 1e-9, "allocation");
+            near(r.time.utilization_pct, 100.0 * (3.0 / 7 * (7200 + 600 + 7200) + 1000) / 14420,
+                 1e-9, "utilisation");
+        }
+        run_result_free(&r);
+        world_free(&w);
+    }
+}
+
 /* ---- (e) stretch ---- */
 
 /* One A100 (no MIG), three jobs at t=0 for 100 s, each on a 0.25 MPS share:
@@ -739,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_policy_names),
         cmocka_unit_test(test_gang_holds_nothing_until_it_fits),
         cmocka_unit_test(test_mig_reconfiguration_delay),
+        cmocka_unit_test(test_consolidation_moves_a_server),
         cmocka_unit_test(test_stretch),
         cmocka_unit_test(test_tiresias_preempts_at_crossing),
         cmocka_unit_test(test_tiresias_victim_is_latest_submitted),
