@@ -495,7 +495,9 @@ void cluster_release_worker(Cluster *c, const WorkerAlloc *w)
             break;
         case GRANT_SHARE:
             if (--g->n_clients == 0) {
+                /* back whole: a drain (consolidate.h) has done its work */
                 g->mode = GPU_WHOLE;
+                g->draining = false;
                 g->used_units = 0;
                 n->free_whole++;
             }

@@ -21,10 +21,10 @@
  * move, or none do.
  *
  * Over 20 days of each examples/mix-*.yaml (bench/RESULTS.md) utilisation rose from 78.5
- * to 79.8% (mix-demo) and from 79.8 to 80.7% (mix-backlog), for about 230 and 150 moves
+ * to 80.0% (mix-demo) and from 79.8 to 80.7% (mix-backlog), for about 160 and 150 moves
  * in a day's trace. Fewer free slices are left for new servers: a production server
- * that finds none preempts training, so its worst p99 wait rose from 10 s to 21 and 30 s
- * (a victim's grace and a MIG change). Measured before the memory rule, emptying GPUs
+ * that finds none preempts training, so its worst p99 wait rose from 10 s to 30 s (a
+ * victim's grace and a MIG change). Measured before the memory rule, emptying GPUs
  * that hold up to 3/7 gained 0.45 and 0.2 points less; any GPU whose jobs can all move,
  * 0.3 and 0.2 more for four times the moves. */
 #pragma once

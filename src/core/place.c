@@ -52,7 +52,7 @@ static bool memory_fits_a_slice(const Cluster *c, const Node *n, const Request *
 unsigned place_share_room(const Cluster *c, const Node *n, const Request *r, unsigned i)
 {
     const Gpu *g = node_gpu_c(c, n, i);
-    if (memory_fits_a_slice(c, n, r) && g->mode != GPU_SHARED)
+    if (g->draining || (memory_fits_a_slice(c, n, r) && g->mode != GPU_SHARED))
         return 0;
     return gpu_free_milli(g);
 }

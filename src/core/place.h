@@ -131,7 +131,8 @@ SliceMode place_slice_mode(const Cluster *c, const Node *n, const Request *r);
 /* Thousandths of GPU g still free for shares (0 for a MIG GPU with busy instances). */
 unsigned gpu_free_milli(const Gpu *g);
 /* The same for a share of r on GPU i of n: a request by memory that a MIG slice short of
- * the whole GPU holds takes only room on GPUs MPS already shares (place_slice_mode). */
+ * the whole GPU holds takes only room on GPUs MPS already shares (place_slice_mode); a
+ * draining GPU takes no new share. */
 unsigned place_share_room(const Cluster *c, const Node *n, const Request *r, unsigned i);
 /* Units one worker of r takes on node n. */
 uint32_t place_units_on(const Cluster *c, const Node *n, const Request *r);

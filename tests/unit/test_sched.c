@@ -1572,6 +1572,48 @@ static void test_consolidate_all_or_nothing(void **state)
     world_free(w);
 }
 
+/* An MPS-shared GPU is emptied the same way. Node 0 has one A100, node 1 one H100, no
+ * MIG. n0 and x (half a GPU each, H100 only) fill node 1; s1 (a quarter, movable, any
+ * model) goes to node 0. x ends; at 10 minutes w wants a whole GPU: node 1's GPU holds
+ * n0, which cannot move; node 0's holds only s1 (7,000 units). s1's replacement must not
+ * land beside it on the GPU being emptied (first-fit tries node 0 first: a draining GPU
+ * takes no new share), so it goes to node 1's free half, with the same 20 GB. Once it is
+ * ready node 0's GPU is whole again, no longer drained, and w starts on it. */
+static void test_consolidate_empties_a_shared_gpu(void **state)
+{
+    World *w = *state;
+    Cluster *c = new_cluster();
+    add_pool_of(c, "a", "A100-80GB", TIER_OWNED, 1, 1, false);
+    add_pool_of(c, "h", "H100", TIER_OWNED, 1, 1, false);
+    SchedConfig cfg;
+    sched_config_gpuorch(&cfg);
+    world_init(w, c, "first-fit", &cfg);
+    SchedJob *n0 = submit(w, (JobArgs){.req = REQ_FRACTION, .milli = 500, .model = "H100"});
+    SchedJob *x =
+        submit(w, (JobArgs){.req = REQ_FRACTION, .milli = 500, .model = "H100", .submit_ms = 1});
+    SchedJob *s1 =
+        submit(w, (JobArgs){.req = REQ_FRACTION, .milli = 250, .submit_ms = 2, .movable = true});
+    cycle(w, 0);
+    assert_true(started(w, n0) && started(w, x) && started(w, s1));
+    assert_int_equal(node_of(n0), 1);
+    assert_int_equal(node_of(s1), 0);
+    finish(w, x);
+    SchedJob *wj = submit(w, (JobArgs){.gpus = 1, .submit_ms = MIN_MS});
+    cycle(w, 10 * MIN_MS);
+    assert_false(started(w, wj));
+    assert_true(moved(w, s1));
+    assert_int_equal(node_of(s1), 1);
+    assert_int_equal(s1->pl.workers[0].grants[0].kind, GRANT_SHARE);
+    assert_true(gpu_at(c, 0, 0)->draining);
+    sched_move_done(&w->s, s1);
+    assert_int_equal(gpu_at(c, 0, 0)->mode, GPU_WHOLE);
+    assert_false(gpu_at(c, 0, 0)->draining);
+    cycle(w, 11 * MIN_MS);
+    assert_true(started(w, wj));
+    assert_int_equal(node_of(wj), 0);
+    world_free(w);
+}
+
 /* A replacement goes only into room a partitioned GPU already has, never into a whole
  * GPU cut for it (that would only move the fragment). One MIG node of 3 H100s: s0 holds
  * GPU 0's 1g.10gb, r GPU 1 whole, GPU 2 is whole and free; w asks 2 GPUs and cannot
@@ -1933,6 +1975,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_consolidate_all_or_nothing, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_consolidate_never_cuts_a_whole_gpu, world_setup,
+                                        world_teardown),
+        cmocka_unit_test_setup_teardown(test_consolidate_empties_a_shared_gpu, world_setup,
                                         world_teardown),
         cmocka_unit_test_setup_teardown(test_mig_reuse_and_fill_partitioned, world_setup,
                                         world_teardown),
