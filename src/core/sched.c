@@ -888,6 +888,18 @@ static int drain(Sched *s, double whole_wanted, SchedJob **running, size_t n_run
 /* GPUs emptied in one cycle, at most: a move costs its overlap, so go a few at a time */
 #define CONSOLIDATE_PER_CYCLE 4
 
+/* A job's allocation changed size (a replacement may take a slice of another size): the
+ * team holds what it has. */
+static void recount_units(Sched *s, SchedJob *j)
+{
+    double units = placement_units(s->c, &j->pl);
+    uint32_t slot = tenancy_slot(&s->ten, j->team);
+    s->ten.teams[slot].held_units += units - j->units;
+    if (!j->borrowed)
+        s->ten.teams[slot].guaranteed_held += units - j->units;
+    j->units = units;
+}
+
 static int move_servers(Sched *s, unsigned want, SchedJob **running, size_t n_running, int64_t now,
                         SchedDecisions *out)
 {
@@ -896,18 +908,24 @@ static int move_servers(Sched *s, unsigned want, SchedJob **running, size_t n_ru
     int err = consolidate(s, want, running, n_running, now, &moved, &n_moved);
     for (size_t k = 0; k < n_moved && !err; k++) {
         SchedJob *j = moved[k];
-        /* a replacement may take a slice of another size: the team holds what it has */
-        double units = placement_units(s->c, &j->pl);
-        uint32_t slot = tenancy_slot(&s->ten, j->team);
-        s->ten.teams[slot].held_units += units - j->units;
-        if (!j->borrowed)
-            s->ten.teams[slot].guaranteed_held += units - j->units;
-        j->units = units;
+        recount_units(s, j);
         j->placed_ms = now;
         err = decide(out, (SchedDecision){.kind = SCHED_MOVE, .job = j->id, .for_job = SCHED_NONE});
     }
     free(moved);
     return err;
+}
+
+void sched_move_abort(Sched *s, SchedJob *j)
+{
+    if (!j->moving)
+        return;
+    place_release(s->c, &j->pl);
+    placement_free(&j->pl);
+    j->pl = j->moved_from;
+    j->moved_from = (Placement){0};
+    j->moving = false;
+    recount_units(s, j);
 }
 
 void sched_move_done(Sched *s, SchedJob *j)

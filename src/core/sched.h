@@ -242,5 +242,8 @@ void sched_release(Sched *s, SchedJob *j, int64_t now_ms);
 
 /* A moved job's replacement is ready: release what it held before the move. */
 void sched_move_done(Sched *s, SchedJob *j);
+/* Its replacement could not start: it keeps what it held before the move and lets the
+ * replacement's allocation go (MIG layouts kept). */
+void sched_move_abort(Sched *s, SchedJob *j);
 
 void sched_decisions_free(SchedDecisions *d);

@@ -48,17 +48,20 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
     const char *state = json_string_value(json_object_get(w, "state"));
     bool ended = state && strcmp(state, "running");
     ServerJob *j = server_job(s, id);
-    if (!j || !j->workers || j->st.run != run || rank < 0 || (size_t)rank >= j->n_workers ||
-        j->workers[rank].node != node)
+    /* the other worker of a move: its replacement, or the old worker retiring */
+    bool shadow = j && j->workers && j->move != MOVE_NONE && rank == 0 && j->shadow.run == run &&
+                  j->shadow.node == node;
+    if (!shadow && (!j || !j->workers || rank < 0 || (size_t)rank >= j->n_workers ||
+                    j->workers[rank].run != run || j->workers[rank].node != node))
         return ended; /* an earlier run, or a job the server let go: nothing to record */
-    WorkerRun *wr = &j->workers[rank];
+    WorkerRun *wr = shadow ? &j->shadow : &j->workers[rank];
     wr->reported = true;
     json_t *peak = json_object_get(w, "peak_memory_mib");
     if (json_is_integer(peak) && json_integer_value(peak) > 0 &&
         (uint64_t)json_integer_value(peak) > wr->peak_mib)
         wr->peak_mib = (uint64_t)json_integer_value(peak);
 
-    const char *ckpt = json_string_value(json_object_get(w, "checkpoint"));
+    const char *ckpt = shadow ? NULL : json_string_value(json_object_get(w, "checkpoint"));
     if (ckpt && *ckpt && (!j->st.checkpoint || strcmp(ckpt, j->st.checkpoint))) {
         json_t *at = json_object_get(w, "checkpoint_ms");
         set_str(&j->st.checkpoint, ckpt);
@@ -95,6 +98,11 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
         }
         changes_job(ch, j);
     }
+    if (shadow) {
+        /* its end is recorded at once: the move is committed, retired or abandoned */
+        server_move_progress(s, j, now, ch);
+        return ended;
+    }
     server_job_progress(s, j, now, ch);
     /* an ended worker is forgotten once its whole run has closed (and been written):
      * until then a restarted server still learns from its agent that it ended */
@@ -103,10 +111,14 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
 
 static void mark_unreported(Server *s, uint32_t node)
 {
-    for (size_t i = 0; i < s->n_holding; i++)
-        for (size_t w = 0; w < s->holding[i]->n_workers; w++)
-            if (s->holding[i]->workers[w].node == node)
-                s->holding[i]->workers[w].reported = false;
+    for (size_t i = 0; i < s->n_holding; i++) {
+        ServerJob *j = s->holding[i];
+        for (size_t w = 0; w < j->n_workers; w++)
+            if (j->workers[w].node == node)
+                j->workers[w].reported = false;
+        if (j->shadow.node == node)
+            j->shadow.reported = false;
+    }
 }
 
 /* Workers the node should run that its agent did not mention: one never started that
@@ -137,6 +149,14 @@ static void fold_unreported(Server *s, uint32_t node, int64_t now, Changes *ch)
         if (changed) {
             changes_job(ch, j);
             server_job_progress(s, j, now, ch);
+        }
+        /* a replacement that ran and vanished, or an old worker its agent no longer has */
+        WorkerRun *sh = &j->shadow;
+        if (j->move != MOVE_NONE && sh->node == node && !sh->reported &&
+            (sh->state == WORKER_RUNNING || j->move == MOVE_RETIRING) && !server_worker_ended(sh)) {
+            sh->state = WORKER_GONE;
+            changes_job(ch, j);
+            server_move_progress(s, j, now, ch);
         }
     }
     free(jobs);
@@ -194,27 +214,29 @@ static int64_t checkpoint_interval_ms(const Server *s, const ServerJob *j)
     return autoscale_checkpoint_interval_ms(j->spec.checkpoint_cost_ms, rate);
 }
 
-static json_t *worker_json(Server *s, ServerJob *j, size_t rank, int64_t now)
+/* Worker `rank` of run `run` on allocation pl (the job's, or the one a move leaves). */
+static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t rank, uint32_t run,
+                           int64_t now)
 {
-    const WorkerAlloc *wa = &j->sj.pl.workers[rank];
+    const WorkerAlloc *wa = &pl->workers[rank];
     size_t local = 0;
     for (size_t w = 0; w < rank; w++)
-        local += j->sj.pl.workers[w].node == wa->node;
-    const NodeState *ns0 = &s->nodes[j->sj.pl.workers[0].node];
-    const char *master = ns0->address ? ns0->address : s->c->nodes[j->sj.pl.workers[0].node].name;
+        local += pl->workers[w].node == wa->node;
+    const NodeState *ns0 = &s->nodes[pl->workers[0].node];
+    const char *master = ns0->address ? ns0->address : s->c->nodes[pl->workers[0].node].name;
     json_t *cmd = json_array();
     for (size_t i = 0; i < j->spec.n_command; i++)
         json_array_append_new(cmd, json_string(j->spec.command[i]));
     const char *stop = stop_word(j);
-    return json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:s, s:i, s:o, s:o, s:o, s:o, s:I, s:s, s:I, s:o}", "job",
-        (json_int_t)j->st.id, "run", (json_int_t)j->st.run, "rank", (json_int_t)rank, "local_rank",
-        (json_int_t)local, "world_size", (json_int_t)j->n_workers, "master_addr", master,
-        "master_port", (int)j->master_port, "gpus", placement_grants_json(s->c, wa), "command", cmd,
-        "env", env_json(&j->spec), "resume_from",
-        j->st.checkpoint ? json_string(j->st.checkpoint) : json_null(), "checkpoint_interval_ms",
-        (json_int_t)checkpoint_interval_ms(s, j), "checkpoint_signal", "USR1", "grace_ms",
-        (json_int_t)stop_grace_ms(s, j, now), "stop", stop ? json_string(stop) : json_null());
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:i, s:o, s:o, s:o, s:o, s:I, s:s, s:I, s:o}",
+                     "job", (json_int_t)j->st.id, "run", (json_int_t)run, "rank", (json_int_t)rank,
+                     "local_rank", (json_int_t)local, "world_size", (json_int_t)j->n_workers,
+                     "master_addr", master, "master_port", (int)j->master_port, "gpus",
+                     placement_grants_json(s->c, wa), "command", cmd, "env", env_json(&j->spec),
+                     "resume_from", j->st.checkpoint ? json_string(j->st.checkpoint) : json_null(),
+                     "checkpoint_interval_ms", (json_int_t)checkpoint_interval_ms(s, j),
+                     "checkpoint_signal", "USR1", "grace_ms", (json_int_t)stop_grace_ms(s, j, now),
+                     "stop", stop ? json_string(stop) : json_null());
 }
 
 /* The node's desired state: MIG layouts and the workers it should run. */
@@ -239,11 +261,19 @@ static json_t *desired(Server *s, uint32_t node, json_t *forget, int64_t now)
     json_t *workers = json_array();
     for (size_t k = 0; k < s->n_holding; k++) {
         ServerJob *j = s->holding[k];
+        /* while a replacement starts, the old worker serves from where it was */
+        const Placement *pl = j->move == MOVE_STARTING ? &j->sj.moved_from : &j->sj.pl;
         for (size_t w = 0; w < j->n_workers; w++) {
             const WorkerRun *wr = &j->workers[w];
             if (wr->node == node && (wr->state == WORKER_ASSIGNED || wr->state == WORKER_RUNNING))
-                json_array_append_new(workers, worker_json(s, j, w, now));
+                json_array_append_new(workers, worker_json(s, j, pl, w, wr->run, now));
         }
+        /* the replacement, unless the job is being stopped; a retiring worker is left
+         * out, so its agent stops it */
+        const WorkerRun *sh = &j->shadow;
+        if (j->move == MOVE_STARTING && sh->node == node && j->st.state == JOB_RUNNING &&
+            (sh->state == WORKER_ASSIGNED || sh->state == WORKER_RUNNING))
+            json_array_append_new(workers, worker_json(s, j, &j->sj.pl, 0, sh->run, now));
     }
     return json_pack("{s:I, s:o, s:o, s:O}", "heartbeat_ms", (json_int_t)s->opt.heartbeat_ms, "mig",
                      mig, "workers", workers, "forget", forget);

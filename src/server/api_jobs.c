@@ -46,9 +46,11 @@ static json_t *str_or_null(const char *s)
 static json_t *placement_json(Server *s, const ServerJob *j)
 {
     json_t *a = json_array();
-    size_t n = MIN(j->n_workers, j->sj.pl.n_workers);
+    /* while a moved server's replacement starts, its worker is still the old one */
+    const Placement *pl = j->move == MOVE_STARTING ? &j->sj.moved_from : &j->sj.pl;
+    size_t n = MIN(j->n_workers, pl->n_workers);
     for (size_t i = 0; a && i < n; i++) {
-        const WorkerAlloc *w = &j->sj.pl.workers[i];
+        const WorkerAlloc *w = &pl->workers[i];
         const WorkerRun *run = &j->workers[i];
         json_t *o = json_object();
         json_object_set_new(o, "rank", json_integer((json_int_t)i));

@@ -183,8 +183,13 @@ static int add_open(Usage *u, Server *s, int64_t now)
 {
     for (size_t k = 0; k < s->n_holding; k++) {
         const ServerJob *j = s->holding[k];
-        for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
-            const WorkerAlloc *wa = &j->sj.pl.workers[w];
+        /* a move under way holds both allocations */
+        size_t n_allocs =
+            j->sj.pl.n_workers + (j->move != MOVE_NONE ? j->sj.moved_from.n_workers : 0);
+        for (size_t w = 0; w < n_allocs; w++) {
+            bool old = w >= j->sj.pl.n_workers;
+            const WorkerAlloc *wa =
+                old ? &j->sj.moved_from.workers[w - j->sj.pl.n_workers] : &j->sj.pl.workers[w];
             const Node *n = &s->c->nodes[wa->node];
             const Pool *p = &s->c->pools[n->pool];
             StoreUsage seg = {.job = j->st.id,
@@ -195,7 +200,7 @@ static int add_open(Usage *u, Server *s, int64_t now)
                               .tier = tier_name(p->tier),
                               .gpu_equivalents = (double)worker_units(s->c, wa) / GPU_UNITS,
                               .price_micro_usd = p->price_micro_usd,
-                              .start_ms = j->sj.run_start_ms,
+                              .start_ms = old ? j->moved_from_ms : j->pl_from_ms,
                               .end_ms = now};
             int r = add_segment(u, &seg, (int)n->pool);
             if (r < 0)

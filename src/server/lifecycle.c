@@ -121,7 +121,7 @@ static double worker_eq(const Cluster *c, const WorkerAlloc *w)
 
 /* Remember the MIG layouts the placement set, so that a restarted server knows the
  * instances its running jobs sit in. */
-static void save_mig(Server *s, const Placement *pl)
+void server_save_mig(Server *s, const Placement *pl)
 {
     for (size_t k = 0; k < pl->n_changes; k++) {
         const MigChange *mc = &pl->changes[k];
@@ -167,7 +167,8 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     Buf where = {0};
     for (size_t w = 0; w < pl->n_workers; w++) {
         const WorkerAlloc *wa = &pl->workers[w];
-        j->workers[w] = (WorkerRun){.node = wa->node, .state = WORKER_ASSIGNED, .start_ms = -1};
+        j->workers[w] = (WorkerRun){
+            .node = wa->node, .run = j->st.run + 1, .state = WORKER_ASSIGNED, .start_ms = -1};
         j->gpu_equivalents += worker_eq(s->c, wa);
         /* "on a, b": api_agent.c reads the run's nodes back from this for the log
          * uploads of node-bound agents */
@@ -189,7 +190,9 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     j->master_port = pl->n_workers ? pick_master_port(s, j) : 0;
     j->sj.run_start_ms = now_ms;
     j->sj.last_checkpoint_ms = now_ms;
-    save_mig(s, pl);
+    j->pl_from_ms = now_ms;
+    j->move = MOVE_NONE;
+    server_save_mig(s, pl);
     int r = server_hold(s, j);
     s->counters.started++;
     changes_event(ch, j, now_ms, "start", buf_str(&where));
@@ -197,13 +200,11 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     return r;
 }
 
-/* The run is over (every worker gone): give the GPUs back, charge the run, and requeue
- * or close the job. */
-static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, Changes *ch)
+void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
+                   int64_t now_ms, Changes *ch)
 {
-    int64_t from = j->sj.run_start_ms;
-    for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
-        const WorkerAlloc *wa = &j->sj.pl.workers[w];
+    for (size_t w = 0; w < pl->n_workers; w++) {
+        const WorkerAlloc *wa = &pl->workers[w];
         const Node *n = &s->c->nodes[wa->node];
         const Pool *p = &s->c->pools[n->pool];
         StoreUsage u = {.job = j->st.id,
@@ -214,12 +215,23 @@ static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, 
                         .tier = tier_name(p->tier),
                         .gpu_equivalents = worker_eq(s->c, wa),
                         .price_micro_usd = p->price_micro_usd,
-                        .start_ms = from,
+                        .start_ms = from_ms,
                         .end_ms = now_ms};
         if (u.gpu_equivalents > 0 || wa->cpu_milli)
             changes_usage(ch, &u);
         metering_segment_closed(s, &u);
     }
+}
+
+/* The run is over (every worker gone): give the GPUs back, charge the run, and requeue
+ * or close the job. */
+static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, Changes *ch)
+{
+    server_charge(s, j, &j->sj.pl, j->pl_from_ms, now_ms, ch);
+    /* a move under way: both allocations were held until now */
+    if (j->move != MOVE_NONE)
+        server_charge(s, j, &j->sj.moved_from, j->moved_from_ms, now_ms, ch);
+    j->move = MOVE_NONE;
     sched_release(&s->sched, &j->sj, now_ms);
     server_unhold(s, j);
     free(j->workers);
@@ -289,7 +301,7 @@ void server_job_stop(Server *s, ServerJob *j, StopMode mode, bool requeue, int64
     server_job_progress(s, j, now_ms, ch);
 }
 
-static bool worker_ended(const WorkerRun *w)
+bool server_worker_ended(const WorkerRun *w)
 {
     return w->state == WORKER_EXITED || w->state == WORKER_FAILED || w->state == WORKER_GONE;
 }
@@ -385,7 +397,7 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         const WorkerRun *wr = &j->workers[w];
         if (wr->state == WORKER_RUNNING)
             running++;
-        if (!worker_ended(wr))
+        if (!server_worker_ended(wr))
             continue;
         ended++;
         bool ok = wr->state == WORKER_EXITED && wr->exit_code == 0;
@@ -444,10 +456,14 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
         ServerJob *j = jobs[i];
         bool hit = false;
         for (size_t w = 0; w < j->n_workers; w++)
-            if (j->workers[w].node == node && !worker_ended(&j->workers[w])) {
+            if (j->workers[w].node == node && !server_worker_ended(&j->workers[w])) {
                 j->workers[w].state = WORKER_GONE;
                 hit = true;
             }
+        if (j->move != MOVE_NONE && j->shadow.node == node && !server_worker_ended(&j->shadow)) {
+            j->shadow.state = WORKER_GONE;
+            server_move_progress(s, j, now_ms, ch);
+        }
         if (!hit)
             continue;
         char why[160];
@@ -476,7 +492,7 @@ void server_check_nodes(Server *s, int64_t now_ms)
             for (size_t k = 0; k < s->n_holding && !busy; k++)
                 for (size_t w = 0; w < s->holding[k]->n_workers; w++)
                     busy |= s->holding[k]->workers[w].node == i &&
-                            !worker_ended(&s->holding[k]->workers[w]);
+                            !server_worker_ended(&s->holding[k]->workers[w]);
             if (!busy)
                 continue;
         }

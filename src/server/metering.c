@@ -137,7 +137,10 @@ void metering_cycle(Server *s, int64_t now_ms)
             continue;
         for (size_t w = 0; w < j->sj.pl.n_workers; w++)
             ten->teams[j->sj.team].month_micro_hours +=
-                month_part(s, worker_units(s->c, &j->sj.pl.workers[w]), j->sj.run_start_ms, now_ms);
+                month_part(s, worker_units(s->c, &j->sj.pl.workers[w]), j->pl_from_ms, now_ms);
+        for (size_t w = 0; j->move != MOVE_NONE && w < j->sj.moved_from.n_workers; w++)
+            ten->teams[j->sj.team].month_micro_hours += month_part(
+                s, worker_units(s->c, &j->sj.moved_from.workers[w]), j->moved_from_ms, now_ms);
     }
     for (size_t t = 0; t < s->c->n_teams; t++)
         tenancy_set_budget(ten, (uint32_t)t, s->c->teams[t].name, ten->teams[t].month_micro_hours,

@@ -107,6 +107,7 @@ static void server_job_free(ServerJob *j)
     store_job_free(&j->st);
     job_spec_free(&j->spec);
     placement_free(&j->sj.pl);
+    placement_free(&j->sj.moved_from);
     free(j->workers);
     free(j);
 }
@@ -226,12 +227,14 @@ static int restore_allocation(Server *s, ServerJob *j, Buf *why)
         units += worker_units(s->c, wa);
         j->workers[w] =
             (WorkerRun){.node = wa->node,
+                        .run = j->st.run,
                         .state = j->st.state == JOB_RUNNING ? WORKER_RUNNING : WORKER_ASSIGNED,
                         .start_ms = -1};
     }
     j->sj.running = true;
     j->sj.units = (double)units;
     j->sj.run_start_ms = j->st.start_ms > 0 ? j->st.start_ms : server_now_ms();
+    j->pl_from_ms = j->sj.run_start_ms;
     j->gpu_equivalents = (double)units / GPU_UNITS;
     j->master_port = (uint16_t)(20000 + j->st.id % 30000);
     return server_hold(s, j);
@@ -427,9 +430,6 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     rng_seed(&s->rng, 42);
     SchedConfig cfg;
     sched_config_gpuorch(&cfg);
-    /* moving a server (consolidate.h) needs its replacement running beside it before it
-     * stops; the agent protocol runs one worker per rank, so the server moves nothing */
-    cfg.consolidate = false;
     if (o->min_runtime_ms >= 0)
         cfg.min_runtime_ms = o->min_runtime_ms;
     /* the policy is set up after the jobs are known (its mix); the scheduler's queue
@@ -963,6 +963,10 @@ static int collect_running(Server *s, int64_t now, size_t *ret_n)
         j->sj.estimate_ms =
             est == NO_DURATION ? NO_DURATION : MAX((int64_t)0, est - (now - j->sj.run_start_ms));
         j->sj.attained_gpu_ms = j->gpu_equivalents * (double)(now - j->sj.run_start_ms);
+        /* a model server whose one worker runs may be moved (move.c) */
+        j->sj.movable = j->spec.kind == KIND_INFERENCE && j->st.state == JOB_RUNNING &&
+                        j->move == MOVE_NONE && now >= j->no_move_until_ms && j->n_workers == 1 &&
+                        j->workers[0].state == WORKER_RUNNING;
         s->running[n++] = &j->sj;
     }
     *ret_n = n;
@@ -1007,6 +1011,8 @@ static void run_cycle(Server *s, int64_t now)
             s->counters.preempted++;
             server_job_stop(s, j, STOP_PREEMPT, true, now, &ch);
             changes_event(&ch, j, now, "preempt", why);
+        } else if (d->kind == SCHED_MOVE) {
+            r = server_job_move(s, j, now, &ch);
         }
     }
     if (r < 0)

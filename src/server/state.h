@@ -69,6 +69,7 @@ typedef enum WorkerState {
 /* One worker of a job's current run. */
 typedef struct WorkerRun {
     uint32_t node; /* cluster node index */
+    uint32_t run;  /* the job's run it belongs to (its agents key it by job, run, rank) */
     uint8_t state; /* WorkerState */
     int32_t pid;
     int32_t exit_code; /* WORKER_EXITED: its code, or 128 + signal */
@@ -80,6 +81,16 @@ typedef struct WorkerRun {
 
 typedef enum StopMode { STOP_NONE, STOP_PREEMPT, STOP_CANCEL, STOP_TEARDOWN } StopMode;
 
+/* A model server the core moves (consolidate.h), make-before-break: its replacement is
+ * worker 0 of a new run on sj.pl while the old worker serves from sj.moved_from; once the
+ * replacement runs it is the job's worker, and the old one is told to stop (no longer
+ * listed) and retires: what it held goes when its agent reports it gone. */
+typedef enum MoveState {
+    MOVE_NONE,
+    MOVE_STARTING, /* `shadow` is the replacement */
+    MOVE_RETIRING, /* `shadow` is the old worker */
+} MoveState;
+
 typedef struct ServerJob {
     StoreJob st;        /* the durable record; st.state is the JobState */
     JobSpec spec;       /* parsed from st.spec_json */
@@ -89,9 +100,14 @@ typedef struct ServerJob {
     uint8_t stop_mode; /* StopMode while stopping */
     int64_t stop_ms;   /* when the stop was decided */
     uint16_t master_port;
-    double gpu_equivalents; /* what all workers hold (or would hold) */
-    uint32_t position;      /* pending: place in the queue (1 = next), as last ordered */
-    bool requeue;           /* stopping: queue it again when its workers are gone */
+    double gpu_equivalents;   /* what all workers hold (or would hold) */
+    uint32_t position;        /* pending: place in the queue (1 = next), as last ordered */
+    bool requeue;             /* stopping: queue it again when its workers are gone */
+    uint8_t move;             /* MoveState */
+    WorkerRun shadow;         /* moving: the worker of the allocation that is not sj.pl's */
+    int64_t pl_from_ms;       /* sj.pl is charged from then (its run's start, or its move) */
+    int64_t moved_from_ms;    /* moving: sj.moved_from was charged from then */
+    int64_t no_move_until_ms; /* a replacement failed: not moved again before then */
 } ServerJob;
 
 /* Shapes past this many go unmemoised (each job of them is tried every cycle). */
@@ -245,6 +261,16 @@ int server_commit(Server *s, Changes *ch);
 void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
 /* The core placed the job: its run begins (workers assigned to their nodes' agents). */
 int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
+/* The core moved a model server (SCHED_MOVE): its replacement's run begins (move.c). */
+int server_job_move(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
+/* The shadow worker of a move changed state: commit, retire or abandon the move. */
+void server_move_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
+/* Charge what pl held from from_ms to now_ms (usage records, per worker). */
+void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
+                   int64_t now_ms, Changes *ch);
+/* Remember the MIG layouts a placement set, for a restarted server. */
+void server_save_mig(Server *s, const Placement *pl);
+bool server_worker_ended(const WorkerRun *w);
 /* Nodes whose agents went silent: lost, their jobs torn down and requeued. */
 void server_check_nodes(Server *s, int64_t now_ms);
 /* Size a queued job from what its workload class learned (core/learn.h): 0 unchanged,
