@@ -36,23 +36,27 @@ static int collect_holders(Server *s, Holder **ret, size_t *ret_n)
     size_t n = 0, cap = 0;
     for (size_t k = 0; k < s->n_holding; k++) {
         const ServerJob *j = s->holding[k];
-        for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
-            const WorkerAlloc *wa = &j->sj.pl.workers[w];
-            const Node *node = &s->c->nodes[wa->node];
-            for (unsigned g = 0; g < wa->n_grants; g++) {
-                const Grant *gr = &wa->grants[g];
-                if (GROW(h, cap, n + 1) < 0) {
-                    free(h);
-                    return -ENOMEM;
+        /* a model server being moved holds its old GPUs too */
+        const Placement *pls[2] = {&j->sj.pl, &j->sj.moved_from};
+        size_t n_pls = j->move != MOVE_NONE ? 2 : 1;
+        for (size_t p = 0; p < n_pls; p++)
+            for (size_t w = 0; w < pls[p]->n_workers; w++) {
+                const WorkerAlloc *wa = &pls[p]->workers[w];
+                const Node *node = &s->c->nodes[wa->node];
+                for (unsigned g = 0; g < wa->n_grants; g++) {
+                    const Grant *gr = &wa->grants[g];
+                    if (GROW(h, cap, n + 1) < 0) {
+                        free(h);
+                        return -ENOMEM;
+                    }
+                    h[n++] = (Holder){.gpu = node->gpu0 + gr->index,
+                                      .kind = gr->kind,
+                                      .start = gr->mig_start,
+                                      .milli = gr->milli,
+                                      .job = j->st.id,
+                                      .rank = (uint32_t)w};
                 }
-                h[n++] = (Holder){.gpu = node->gpu0 + gr->index,
-                                  .kind = gr->kind,
-                                  .start = gr->mig_start,
-                                  .milli = gr->milli,
-                                  .job = j->st.id,
-                                  .rank = (uint32_t)w};
             }
-        }
     }
     if (n)
         qsort(h, n, sizeof(*h), holder_cmp);
