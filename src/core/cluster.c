@@ -525,10 +525,29 @@ void cluster_set_draining(Cluster *c, uint32_t node, unsigned index, bool on)
 void cluster_set_schedulable(Cluster *c, uint32_t node, bool on)
 {
     Node *n = &c->nodes[node];
+    if (on)
+        n->away = AWAY_NONE;
     if (n->schedulable != on) {
         n->schedulable = on;
         n->version++;
     }
+}
+
+void cluster_set_away(Cluster *c, uint32_t node, NodeAway why)
+{
+    Node *n = &c->nodes[node];
+    n->away = (uint8_t)why;
+    if (why != AWAY_NONE && n->schedulable) {
+        n->schedulable = false;
+        n->version++;
+    }
+}
+
+const char *node_away_name(NodeAway why)
+{
+    static const char *const names[AWAY_COUNT] = {"", "unregistered", "lost", "mismatched",
+                                                  "notice"};
+    return (unsigned)why < AWAY_COUNT ? names[why] : "?";
 }
 
 void cluster_set_node_state(Cluster *c, uint32_t node, NodePresence st)
@@ -546,6 +565,8 @@ void cluster_set_node_state(Cluster *c, uint32_t node, NodePresence st)
     }
     n->state = (uint8_t)st;
     n->schedulable = st == NODE_UP;
+    if (n->schedulable)
+        n->away = AWAY_NONE;
     n->version++;
 }
 

@@ -63,6 +63,18 @@ typedef enum NodePresence {
     NODE_ABSENT,   /* not there */
 } NodePresence;
 
+/* Why a present node takes no new work, as its driver knows it (the server's agents, the
+ * Kubernetes engine's Node objects), so that a waiting job's reason names the cause.
+ * The core's own drains (autoscaler, partitioned GPUs) need no entry: it knows them. */
+typedef enum NodeAway {
+    AWAY_NONE,         /* schedulable, or closed for a reason the core knows */
+    AWAY_UNREGISTERED, /* its agent has not reported since the server started */
+    AWAY_LOST,         /* its agent went silent */
+    AWAY_MISMATCHED,   /* its agent reports other GPUs than the cluster spec declares */
+    AWAY_NOTICE,       /* its cloud is taking it back (a spot interruption notice) */
+    AWAY_COUNT
+} NodeAway;
+
 #define POOL_DEFAULT_STARTUP_MS (180 * INT64_C(1000))
 #define POOL_DEFAULT_IDLE_MS    (600 * INT64_C(1000))
 #define POOL_DEFAULT_NOTICE_MS  (120 * INT64_C(1000))
@@ -118,6 +130,7 @@ typedef struct Node {
     bool mig_allowed;
     bool schedulable; /* false: drained or gone, nothing new lands here */
     uint8_t state;    /* NodePresence */
+    uint8_t away;     /* NodeAway: why an unschedulable node is closed, as its driver says */
     uint16_t fabric;
     uint8_t free_whole; /* GPUs in GPU_WHOLE mode with nothing allocated */
     uint8_t idle_mig;   /* GPUs in MIG mode with no instance allocated */
@@ -219,8 +232,13 @@ void cluster_apply_worker(Cluster *c, const WorkerAlloc *w);
 void cluster_release_worker(Cluster *c, const WorkerAlloc *w);
 
 /* Drain (false) or reopen (true) a node. Node fields change only through cluster_*
- * functions, which bump the node's version so cached scores notice. */
+ * functions, which bump the node's version so cached scores notice. Reopening clears
+ * the node's away cause. */
 void cluster_set_schedulable(Cluster *c, uint32_t node, bool on);
+/* Close a node for a cause its driver knows (why != AWAY_NONE), or forget the cause
+ * (AWAY_NONE; the node stays closed until reopened). */
+void cluster_set_away(Cluster *c, uint32_t node, NodeAway why);
+const char *node_away_name(NodeAway why); /* "unregistered", "lost", ... */
 
 /* Move a node to a state; it is schedulable exactly when up. A node that holds work
  * may only be up or leaving (the caller stops the work first). */

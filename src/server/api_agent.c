@@ -320,7 +320,7 @@ static void fold_interruption(Server *s, uint32_t node, const Interruption *in, 
         }
         return;
     }
-    cluster_set_schedulable(s->c, node, false);
+    cluster_set_away(s->c, node, AWAY_NOTICE);
     bool first = !ns->interruption_deadline_ms;
     ns->interruption_deadline_ms = in->deadline_ms;
     if (!first)

@@ -441,7 +441,7 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
 {
     NodeState *ns = &s->nodes[node];
     ns->liveness = NODE_LOST;
-    cluster_set_schedulable(s->c, node, false);
+    cluster_set_away(s->c, node, AWAY_LOST);
     provider_node_lost(s, node);
     log_error("event=node_lost node=%s silent_ms=%lld", s->c->nodes[node].name,
               (long long)(server_mono_ms() - ns->seen_mono_ms));

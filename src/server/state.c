@@ -423,7 +423,7 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     /* nothing lands on a node before its agent reports */
     int64_t now = server_now_ms();
     for (size_t i = 0; i < s->c->n_nodes; i++) {
-        cluster_set_schedulable(s->c, (uint32_t)i, false);
+        cluster_set_away(s->c, (uint32_t)i, AWAY_UNREGISTERED);
         s->nodes[i].last_seen_ms = now;
         s->nodes[i].seen_mono_ms = server_mono_ms();
     }
