@@ -114,6 +114,7 @@ typedef struct Team {
     double burst_gpus;
     double weight;
     double budget_gpu_hours; /* per calendar month (UTC), GPU-equivalent hours; 0: none */
+    uint8_t tiers;           /* tiers its jobs may run on, a mask of 1 << Tier; 0: every tier */
     char **projects;
     size_t n_projects;
 } Team;

@@ -211,6 +211,14 @@ int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why)
         buf_puts(why, "production jobs may not run on spot capacity, and spot is all it allows");
         return -EINVAL;
     }
+    int team = j->team ? cluster_find_team(c, j->team) : -1;
+    if (team >= 0 && c->teams[team].tiers) {
+        r.tiers &= c->teams[team].tiers;
+        if (!r.tiers) {
+            buf_printf(why, "team '%s' may not use the capacity it asks for", j->team);
+            return -EINVAL;
+        }
+    }
     if (j->fabric && *j->fabric) {
         r.fabric = 0;
         for (size_t i = 1; i < c->n_fabrics; i++)

@@ -50,6 +50,11 @@ static json_t *team_json(Server *s, uint32_t t, const TeamCounts *tc)
     for (size_t p = 0; p < tm->n_projects; p++)
         json_array_append_new(projects, json_string(tm->projects[p]));
     json_object_set_new(o, "projects", projects);
+    json_t *capacity = json_array();
+    for (int tier = 0; tier < TIER_COUNT; tier++)
+        if (!tm->tiers || (tm->tiers & (1u << tier)))
+            json_array_append_new(capacity, json_string(tier_name((Tier)tier)));
+    json_object_set_new(o, "capacity", capacity);
     double held = ts ? ts->held_units / GPU_UNITS : 0;
     double guaranteed = ts ? ts->guaranteed_held / GPU_UNITS : 0;
     json_object_set_new(o, "held_gpus", api_json_num(held));

@@ -3,6 +3,7 @@
  * FIELD_MAX_ERRORS are kept, so one pass over a bad file shows most of what is wrong. */
 #include "spec/field.h"
 
+#include "core/cluster.h"
 #include "util/macro.h"
 #include "util/units.h"
 
@@ -304,6 +305,51 @@ int field_each(FieldCtx *x, const FieldVal *v,
             return r;
     }
     return 0;
+}
+
+static const char *const tier_choices = "owned, reserved, on-demand or spot";
+
+static int tier_item(FieldCtx *x, const FieldVal *item, void *ud)
+{
+    uint8_t *mask = ud;
+    const char *s = NULL;
+    int e = field_text(x, item, &s);
+    if (e < 0)
+        return e;
+    /* one cell may hold several, "reserved|on-demand" */
+    for (;;) {
+        const char *end = strchr(s, '|');
+        char one[32];
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        while (n && isspace((unsigned char)*s))
+            s++, n--;
+        while (n && isspace((unsigned char)s[n - 1]))
+            n--;
+        int t = -1;
+        if (n < sizeof(one)) {
+            memcpy(one, s, n);
+            one[n] = '\0';
+            t = tier_from_name(one);
+        }
+        if (t < 0)
+            return field_bad(x, item, "'%.*s' is not a tier; tiers are %s", (int)MIN(n, 40), s,
+                             tier_choices);
+        *mask |= (uint8_t)(1u << t);
+        if (!end)
+            return 0;
+        s = end + 1;
+    }
+}
+
+int field_tiers(FieldCtx *x, const FieldVal *v, uint8_t *ret)
+{
+    uint8_t mask = 0;
+    int e = field_each(x, v, tier_item, &mask);
+    if (e == 0 && !mask)
+        e = field_bad(x, v, "must name at least one tier (%s)", tier_choices);
+    if (e == 0)
+        *ret = mask;
+    return e;
 }
 
 typedef struct StrvAcc {

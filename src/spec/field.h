@@ -66,6 +66,10 @@ void field_strv_free(char **v, size_t n);
 int field_each(FieldCtx *x, const FieldVal *v,
                int (*fn)(FieldCtx *x, const FieldVal *item, void *ud), void *ud);
 
+/* Capacity tiers: one name or a list (in CSV, names separated by '|'), at least one, as a
+ * mask of 1 << Tier. */
+int field_tiers(FieldCtx *x, const FieldVal *v, uint8_t *ret);
+
 /* YAML glue. */
 
 /* Line (1-based) where a node starts: a scalar's token, a collection's first entry;

@@ -70,9 +70,10 @@ static const char *const node_fields[N_COUNT] = {
     "cpus",      "memory_gib", "mig",  "mig_layout",
 };
 
-enum { T_NAME, T_GUARANTEED, T_BURST, T_WEIGHT, T_PROJECTS, T_BUDGET, T_COUNT };
+enum { T_NAME, T_GUARANTEED, T_BURST, T_WEIGHT, T_PROJECTS, T_BUDGET, T_CAPACITY, T_COUNT };
 static const char *const team_fields[T_COUNT] = {
-    "name", "guaranteed_gpus", "burst_gpus", "weight", "projects", "budget_gpu_hours_per_month"};
+    "name",    "guaranteed_gpus", "burst_gpus", "weight", "projects", "budget_gpu_hours_per_month",
+    "capacity"};
 
 /* What the reader keeps besides the cluster: where each named thing was defined. */
 typedef struct ClusterReader {
@@ -694,6 +695,9 @@ static int read_team(ClusterReader *cr, struct fy_node *item, size_t line)
     int64_t budget = 0; /* GPU-hours per month, in thousandths; 0: none */
     if (has[T_BUDGET] && field_fixed(x, &v[T_BUDGET], 3, 0, MAX_BUDGET_MILLI, &budget) < 0)
         r = -EINVAL;
+    uint8_t tiers = 0;
+    if (has[T_CAPACITY] && field_tiers(x, &v[T_CAPACITY], &tiers) < 0)
+        r = -EINVAL;
     if (burst < 0) {
         burst = guaranteed;
     } else if (r == 0 && burst < guaranteed) {
@@ -706,6 +710,7 @@ static int read_team(ClusterReader *cr, struct fy_node *item, size_t line)
         .burst_gpus = (double)burst / 1000.0,
         .weight = (double)weight / 1000.0,
         .budget_gpu_hours = (double)budget / 1000.0,
+        .tiers = tiers,
     };
     if (has[T_PROJECTS]) {
         int e = field_each(x, &v[T_PROJECTS], team_project, &t);

@@ -24,7 +24,6 @@
 static const char *const kinds = "inference, training, batch or interactive";
 static const char *const priorities = "production, high, normal or low (batch)";
 static const char *const scopes = "node, leaf, spine or any";
-static const char *const tiers = "owned, reserved, on-demand or spot";
 static const char *const requests = "gpus, mig, gpu_memory or gpu_fraction";
 
 enum {
@@ -348,44 +347,10 @@ static void set_strv(JobReader *jr, const FieldVal *v, char sep, char ***dst, si
     *n = k;
 }
 
-static int tier_item(FieldCtx *x, const FieldVal *item, void *ud)
-{
-    uint8_t *mask = ud;
-    const char *s;
-    int e = field_text(x, item, &s);
-    if (e < 0)
-        return e;
-    /* one cell may hold several, "reserved|on-demand" */
-    for (;;) {
-        const char *end = strchr(s, '|');
-        char one[32];
-        size_t n = end ? (size_t)(end - s) : strlen(s);
-        while (n && isspace((unsigned char)*s))
-            s++, n--;
-        while (n && isspace((unsigned char)s[n - 1]))
-            n--;
-        int t = -1;
-        if (n < sizeof(one)) {
-            memcpy(one, s, n);
-            one[n] = '\0';
-            t = tier_from_name(one);
-        }
-        if (t < 0)
-            return field_bad(x, item, "'%.*s' is not a tier; tiers are %s", (int)MIN(n, 40), s,
-                             tiers);
-        *mask |= (uint8_t)(1u << t);
-        if (!end)
-            return 0;
-        s = end + 1;
-    }
-}
-
 static void set_tiers(JobReader *jr, const FieldVal *v)
 {
     uint8_t mask = 0;
-    int e = field_each(jr->x, v, tier_item, &mask);
-    if (e == 0 && !mask)
-        e = field_bad(jr->x, v, "must name at least one tier (%s)", tiers);
+    int e = field_tiers(jr->x, v, &mask);
     if (e < 0) {
         jr_fail(jr, e);
         return;

@@ -330,6 +330,26 @@ static void test_base_is_valid(void **state)
     free(yaml);
 }
 
+/* A team's capacity is the mask of tiers it names; without one, every tier. */
+static void test_team_capacity(void **state)
+{
+    char *yaml = base_with(16, "  - {name: search, capacity: [spot, on-demand]}\n");
+    Cluster *c = parse_ok(yaml);
+    assert_int_equal(c->teams[0].tiers, (1u << TIER_SPOT) | (1u << TIER_ON_DEMAND));
+    cluster_free(c);
+    free(yaml);
+    yaml = base_with(16, "  - {name: search, capacity: reserved}\n");
+    c = parse_ok(yaml);
+    assert_int_equal(c->teams[0].tiers, 1u << TIER_RESERVED);
+    cluster_free(c);
+    free(yaml);
+    yaml = base_with(0, NULL);
+    c = parse_ok(yaml);
+    assert_int_equal(c->teams[0].tiers, 0);
+    cluster_free(c);
+    free(yaml);
+}
+
 static void test_errors_fields(void **state)
 {
     bad_line(12, "      gpu_modle: H100-80GB-SXM5\n",
@@ -364,6 +384,10 @@ static void test_errors_fields(void **state)
              "c.yaml:16: unknown field 'quota' in team 'search'", NULL);
     bad_line(16, "  - {name: search, projects: [a, a]}\n", "c.yaml:16: field 'projects'",
              "listed twice");
+    bad_line(16, "  - {name: search, capacity: [reserved, cheap]}\n",
+             "c.yaml:16: field 'capacity': 'cheap' is not a tier", NULL);
+    bad_line(16, "  - {name: search, capacity: []}\n",
+             "c.yaml:16: field 'capacity': must name at least one tier", NULL);
     parse_bad("pools:\n  - {name: a, tier: owned, nodes: 1,\n     node: 8}\n",
               "c.yaml:3: field 'node': must be a mapping", NULL);
     bad_line(5, "pool:\n", "c.yaml:5: unknown field 'pool'", "missing field 'pools'");
@@ -635,7 +659,7 @@ static void test_sniff(void **state)
     const char *nodes = "\xEF\xBB\xBFsn,cpu_milli,memory_mib,gpu,model\nn,1,1,0,\n";
     assert_int_equal(spec_sniff("whatever", nodes, strlen(nodes)), SPEC_CLUSTER);
     const char *jcsv = "id,gpus\na,1\n";
-    assert_int_equal(spec_sniff("whatever", jcsv, strlen(jcsv)), SPEC_JOBS);
+    assert_int_equal(spec_sniff("whatever", jcsv, strlen(jcsv)), SPEC_JOBS_CSV);
     assert_int_equal(spec_sniff("e.yaml", "", 0), SPEC_UNKNOWN);
     assert_int_equal(spec_sniff("e.yaml", "# nothing\n", 10), SPEC_UNKNOWN);
     char *base = spec_base_name("a/b.c/demo.yaml");
@@ -654,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_defaults_and_unknown_model),
         cmocka_unit_test(test_json_spec),
         cmocka_unit_test(test_base_is_valid),
+        cmocka_unit_test(test_team_capacity),
         cmocka_unit_test(test_errors_fields),
         cmocka_unit_test(test_errors_models_and_mig),
         cmocka_unit_test(test_errors_names),
