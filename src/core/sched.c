@@ -4,6 +4,7 @@
  * nodes it will get when the running jobs' estimates say they free up. A reservation
  * binds only the jobs behind its holder in the queue. */
 #include "core/sched.h"
+#include "core/admit.h"
 #include "core/consolidate.h"
 #include "core/preempt.h"
 
@@ -54,13 +55,7 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     }
     for (size_t i = 0; i < nn; i++)
         s->node_res[i] = s->node_claim[i] = SCHED_NONE;
-    for (size_t i = 0; i < c->n_nodes; i++) {
-        const Node *n = &c->nodes[i];
-        if (n->mig_allowed)
-            s->mig_models |= 1ull << n->model;
-        else
-            s->plain_models |= 1ull << n->model;
-    }
+    admit_mode_models(c, &s->mig_models, &s->plain_models);
     s->n_buckets = 2 * PRIO_COUNT * s->ten.n_teams;
     s->buckets = calloc(s->n_buckets, sizeof(*s->buckets));
     s->team_yield_cycle = calloc(s->ten.n_teams, sizeof(*s->team_yield_cycle));
@@ -121,23 +116,10 @@ static double placement_units(const Cluster *c, const Placement *pl)
     return u;
 }
 
-/* What a waiting job would hold: the most it could get on any model it may run on, as a
- * MIG slice where nodes of the model run MIG and as a share where they do not (the
- * largest, to be safe with quotas). */
+/* What a waiting job would hold, for its team's quotas (admit.h says how). */
 static double request_units(const Sched *s, const Request *r)
 {
-    const Cluster *c = s->c;
-    double most = 0;
-    for (size_t mi = 0; mi < c->n_models; mi++) {
-        uint64_t bit = 1ull << mi;
-        if (!(r->models & bit))
-            continue;
-        if (s->mig_models & bit)
-            most = fmax(most, request_units_on(c, r, (unsigned)mi, true));
-        if (s->plain_models & bit)
-            most = fmax(most, request_units_on(c, r, (unsigned)mi, false));
-    }
-    return most * r->workers;
+    return admit_quota_units(s->c, r, s->mig_models, s->plain_models);
 }
 
 /* ---- tenancy ---- */

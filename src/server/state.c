@@ -9,6 +9,7 @@
  * so that concurrent submissions share one commit (the store group-commits them). */
 #include "server/state.h"
 
+#include "core/admit.h"
 #include "core/mix.h"
 #include "server/metering.h"
 #include "server/placement_json.h"
@@ -526,120 +527,62 @@ static bool may_act_for_team(const Caller *who, const char *team)
     return team && !strcmp(team, who->team);
 }
 
-/* Workers of r an empty node could take (GPUs, CPU and memory; whole-GPU and CPU-only
- * asks, the ones a scope can make impossible). */
-static uint32_t empty_node_takes(const Cluster *c, const Node *n, const Request *r)
-{
-    const Pool *p = &c->pools[n->pool];
-    if (!(r->models & (1ull << n->model)) || (r->fabric && n->fabric != r->fabric) ||
-        !(r->tiers & (1u << p->tier)))
-        return 0;
-    uint32_t k = UINT32_MAX;
-    if (r->kind == REQ_GPUS && r->gpus)
-        k = n->n_gpus / r->gpus;
-    if (r->cpu_milli)
-        k = MIN(k, n->cpu_milli / r->cpu_milli);
-    if (r->memory_mib)
-        k = MIN(k, n->memory_mib / r->memory_mib);
-    return k;
-}
-
-/* Whether one node, leaf or spine (as the job's required scope says) could hold all of
- * its workers when empty; place_job would otherwise leave it pending forever. */
-static bool fits_some_domain(const Cluster *c, const Request *r)
-{
-    if (!r->scope_required || r->scope == SCOPE_ANY || (r->kind != REQ_GPUS && r->kind != REQ_NONE))
-        return true;
-    size_t nd = r->scope == SCOPE_NODE ? c->n_nodes : c->n_switches + 1;
-    uint64_t *sum = calloc(nd ? nd : 1, sizeof(*sum));
-    if (!sum)
-        return true;
-    bool fits = false;
-    for (size_t i = 0; i < c->n_nodes && !fits; i++) {
-        const Node *n = &c->nodes[i];
-        uint32_t sw = r->scope == SCOPE_LEAF ? n->leaf : n->spine;
-        size_t d = r->scope == SCOPE_NODE ? i : sw == NO_SWITCH ? c->n_switches : sw;
-        sum[d] += empty_node_takes(c, n, r);
-        fits = sum[d] >= r->workers;
-    }
-    free(sum);
-    return fits;
-}
-
-/* Checks a job must pass before it is accepted; status code, err set. */
-static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
+/* Who may ask for what at submission (the rest of the check is admit.h's, which
+ * `gpuorch validate` runs too): a lead or member submits for its own team, a member at
+ * normal or low priority, a lead up to high; production is an admin's, as changing a
+ * job's class is (server_set_priority). 0, or 403 with err set. */
+static int check_rights(const Caller *who, JobSpec *js, Buf *err)
 {
     if (who->role != ROLE_ADMIN && who->role != ROLE_LEAD && who->role != ROLE_MEMBER) {
         buf_printf(err, "a %s token may not submit jobs", role_name(who->role));
         return 403;
     }
-    if (!js->team && who->team[0] && who->role != ROLE_ADMIN) {
+    if (who->role == ROLE_ADMIN)
+        return 0;
+    if (!js->team) {
         js->team = strdup(who->team);
         if (!js->team)
             return 500;
     }
-    if (!js->name || !*js->name) {
-        buf_printf(err, "job: field 'name' is required");
-        return 400;
+    const char *name = js->name && *js->name ? js->name : "?";
+    if (strcmp(js->team, who->team)) {
+        buf_printf(err, "job %s: a %s of team '%s' may not submit for team '%s'", name,
+                   role_name(who->role), who->team, js->team);
+        return 403;
     }
-    if (s->c->n_teams && !js->team) {
-        buf_printf(err, "job %s: field 'team' is required: the cluster has teams", js->name);
-        return 400;
+    if (js->priority == PRIO_PRODUCTION) {
+        buf_printf(err, "job %s: field 'priority': only an admin may submit production work", name);
+        return 403;
     }
-    if (js->team) {
-        int t = cluster_find_team(s->c, js->team);
-        if (t < 0 && s->c->n_teams) {
-            buf_printf(err, "job %s: field 'team': the cluster has no team '%s'", js->name,
-                       js->team);
-            return 400;
-        }
-        if (!may_act_for_team(who, js->team)) {
-            buf_printf(err, "job %s: a %s of team '%s' may not submit for team '%s'", js->name,
-                       role_name(who->role), who->team, js->team);
-            return 403;
-        }
-        if (t >= 0 && js->project && s->c->teams[t].n_projects) {
-            bool known = false;
-            for (size_t p = 0; p < s->c->teams[t].n_projects; p++)
-                known |= !strcmp(s->c->teams[t].projects[p], js->project);
-            if (!known) {
-                buf_printf(err, "job %s: field 'project': team '%s' has no project '%s'", js->name,
-                           js->team, js->project);
-                return 400;
-            }
-        }
-    }
-    if (!js->n_command) {
-        buf_printf(err, "job %s: field 'command' is required: the agent runs it", js->name);
-        return 400;
-    }
-    Request r;
-    Buf why = {0};
-    int rc = request_from_job(s->c, js, &r, &why);
-    if (rc < 0) {
-        buf_printf(err, "job %s cannot run on cluster %s: %s", js->name, s->c->name, buf_str(&why));
-        buf_free(&why);
-        return rc == -ENOMEM ? 500 : 422;
-    }
-    buf_free(&why);
-    rc = learn_size_request(&s->learn, s->c, js, &r);
-    if (rc < 0)
-        return 500;
-    if (rc == 2) {
-        char cls[256];
-        learn_class_of(js, cls, sizeof(cls));
+    if (js->priority == PRIO_HIGH && who->role != ROLE_LEAD) {
         buf_printf(err,
-                   "job %s cannot run on cluster %s: its workload class %s ran out of GPU memory "
-                   "and needs %llu MiB, more than any GPU here has",
-                   js->name, s->c->name, cls, (unsigned long long)learn_peak(&s->learn, cls));
-        return 422;
-    }
-    if (!fits_some_domain(s->c, &r)) {
-        buf_printf(err, "job %s cannot run on cluster %s: no %s holds %u workers of what it asks",
-                   js->name, s->c->name, scope_name(r.scope), r.workers);
-        return 422;
+                   "job %s: field 'priority': a member submits at normal or low; the lead of team "
+                   "'%s' may raise it to high",
+                   name, who->team);
+        return 403;
     }
     return 0;
+}
+
+/* Checks a job must pass before it is accepted; status code, err set. */
+static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
+{
+    int status = check_rights(who, js, err);
+    if (status)
+        return status;
+    int v = admit_job(s->c, &s->learn, js, ADMIT_NEED_COMMAND, NULL, err);
+    switch (v) {
+    case ADMIT_OK:
+        return 0;
+    case ADMIT_BAD:
+        return 400;
+    case ADMIT_FORBIDDEN:
+        return 403;
+    case ADMIT_NEVER:
+        return 422;
+    default:
+        return 500;
+    }
 }
 
 int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids, Buf *err)

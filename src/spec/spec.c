@@ -171,7 +171,7 @@ SpecKind spec_sniff(const char *path, const char *text, size_t len)
     case FMT_NODE_CSV:
         return SPEC_CLUSTER;
     case FMT_JOB_CSV:
-        return SPEC_JOBS;
+        return SPEC_JOBS_CSV;
     case FMT_YAML:
         return sniff_yaml(text, len);
     case FMT_EMPTY:

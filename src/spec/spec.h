@@ -55,7 +55,9 @@ int spec_parse_jobs_csv(const char *text, size_t len, const char *name, JobList 
 
 /* What a file looks like, for `gpuorch validate`: a cluster or jobs. A CSV (a .csv name
  * or a first line of comma-separated names) is a cluster when its header has sn and
- * model; YAML or JSON is a cluster when it is a mapping with pools. A file that does not
- * parse is still classed, so that its reader can report the errors. Empty: unknown. */
-typedef enum SpecKind { SPEC_UNKNOWN, SPEC_CLUSTER, SPEC_JOBS } SpecKind;
+ * model, else a job table (for plan and sim: it has no commands, and the server takes
+ * YAML or JSON); YAML or JSON is a cluster when it is a mapping with pools. A file that
+ * does not parse is still classed, so that its reader can report the errors. Empty:
+ * unknown. */
+typedef enum SpecKind { SPEC_UNKNOWN, SPEC_CLUSTER, SPEC_JOBS, SPEC_JOBS_CSV } SpecKind;
 SpecKind spec_sniff(const char *path, const char *text, size_t len);

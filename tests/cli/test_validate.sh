@@ -76,25 +76,55 @@ out_has "usage: gpuorch validate"
 # ---- jobs against a cluster ----
 
 # 8 L4s per worker: the demo's L4 node has 4. Valid alone, an error beside the cluster,
-# in either order.
-printf -- '- name: big\n  gpus: 8\n  gpu_models: [L4]\n- name: fine\n  gpus: 1\n' >"$T/big.yaml"
+# in either order, in the words the server would answer a submission with.
+printf -- '- name: big\n  team: search\n  gpus: 8\n  gpu_models: [L4]\n  command: [x]\n- name: fine\n  team: search\n  gpus: 1\n  command: [x]\n' >"$T/big.yaml"
 run 0 "$GPUORCH" validate "$T/big.yaml"
 out_has "ok: 2 jobs"
 run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/big.yaml"
-err_has "job 'big' cannot run on cluster examples/cluster-demo.yaml"
-if grep -q "'fine'" "$T/err"; then fail "a job that fits was reported"; fi
+err_has "big.yaml: job big cannot run on cluster demo: asks for 8 GPUs per worker; no node of an allowed model has that many"
+if grep -q "job fine" "$T/err"; then fail "a job that fits was reported"; fi
 run 2 "$GPUORCH" validate "$T/big.yaml" examples/cluster-demo.yaml
-err_has "job 'big' cannot run"
+err_has "job big cannot run"
 
-printf -- '- name: h200\n  gpus: 1\n  gpu_models: [H200]\n' >"$T/model.yaml"
+printf -- '- name: h200\n  team: search\n  gpus: 1\n  gpu_models: [H200]\n  command: [x]\n' >"$T/model.yaml"
 run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/model.yaml"
-err_has "job 'h200' cannot run"
+err_has "job h200 cannot run"
 
-printf -- '- name: mig\n  mig: 1g.10gb\n  gpu_models: [L4]\n' >"$T/mig.yaml"
+printf -- '- name: mig\n  team: search\n  mig: 1g.10gb\n  gpu_models: [L4]\n  command: [x]\n' >"$T/mig.yaml"
 run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/mig.yaml"
-err_has "job 'mig' cannot run"
+err_has "job mig cannot run"
 
-# the demo jobs all could run on the demo cluster (llm-pretrain-70b only waits)
-run 0 "$GPUORCH" validate examples/jobs-demo.yaml examples/cluster-demo.yaml
+# what submit refuses before it asks the cluster: no command, no team, a project the team
+# does not have (the CSV job table is for plan and sim: it has no commands)
+printf -- '- name: nocmd\n  team: search\n  gpus: 1\n' >"$T/nocmd.yaml"
+run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/nocmd.yaml"
+err_has "nocmd.yaml: job nocmd: field 'command' is required: the agent runs it"
+printf -- '- name: noteam\n  gpus: 1\n  command: [x]\n' >"$T/noteam.yaml"
+run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/noteam.yaml"
+err_has "job noteam: field 'team' is required: the cluster has teams"
+printf -- '- name: proj\n  team: search\n  project: vision\n  gpus: 1\n  command: [x]\n' >"$T/proj.yaml"
+run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/proj.yaml"
+err_has "job proj: field 'project': team 'search' has no project 'vision' (its projects: ranking, retrieval)"
+# alone, a job file says nothing of commands, teams or capacity
+run 0 "$GPUORCH" validate "$T/nocmd.yaml" "$T/noteam.yaml"
+
+# what could never run: a gang bigger than the cluster, CPUs no node has, MIG where no
+# pool may be partitioned, a gang over its team's burst limit
+printf -- '- name: huge\n  team: research\n  workers: 10000\n  gpus: 8\n  command: [x]\n' >"$T/huge.yaml"
+run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/huge.yaml"
+err_has "job huge cannot run on cluster demo: its 10000 workers could never all run at once: every node it may use together holds at most 3 of them"
+printf -- '- name: cpus\n  team: search\n  gpus: 1\n  cpus: 5000\n  command: [x]\n' >"$T/cpus.yaml"
+run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/cpus.yaml"
+err_has "job cpus cannot run on cluster demo: it asks for 5000 CPUs per worker, and a node it may use has at most 192"
+printf -- '- name: migh\n  team: search\n  mig: 1g.10gb\n  gpu_models: [H100]\n  command: [x]\n' >"$T/migh.yaml"
+run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/migh.yaml"
+err_has "none of the pools it may use lets its GPUs be partitioned"
+printf -- '- name: gang\n  team: platform\n  workers: 2\n  gpus: 4\n  command: [x]\n' >"$T/gang.yaml"
+run 2 "$GPUORCH" validate examples/cluster-demo.yaml "$T/gang.yaml"
+err_has "job gang cannot run on cluster demo: it would hold 8 GPU-equivalents, more than team 'platform' may ever hold (its burst limit is 4)"
+
+# the demo jobs all could run on the demo cluster (llm-pretrain-70b only waits), the CSV
+# table too
+run 0 "$GPUORCH" validate examples/jobs-demo.yaml examples/jobs-demo.csv examples/cluster-demo.yaml
 
 echo "ok: test_validate.sh"

@@ -174,7 +174,7 @@ static void test_demo_yaml(void **state)
     assert_int_equal(j->memory_mib, 1024 * 1024);
 
     j = job(&l, "llm-pretrain-70b");
-    assert_int_equal(j->workers, 8);
+    assert_int_equal(j->workers, 2);
     assert_int_equal(j->gpus, 8);
     assert_int_equal(j->checkpoint_cost_ms, 3 * 60000);
 
