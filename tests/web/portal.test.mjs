@@ -2,7 +2,8 @@
 // a `gpuorch server` serving web/, with agents of simulated GPUs, on loopback.
 // Playwright (playwright-core from npm) drives the system's Chromium, headless. As the
 // admin it signs in, submits through the form (first with a bad field, whose error
-// must show next to it), finds the job in the queue with its position and cancels it;
+// must show next to it, and a gang the cluster could never run, whose 422 shows under
+// the form), finds the job in the queue with its position and cancels it;
 // the research team's lead moves a pending job before its neighbour and changes a
 // priority, and the API shows the new order; a member and a viewer get no such
 // controls; the chargeback CSV the page downloads equals GET /api/v1/usage?format=csv
@@ -275,7 +276,14 @@ async function main() {
     await page.locator('#e-yaml', { hasText: /line 2: .*preemptably/ }).waitFor();
   });
   check(await page.locator('#e-workers').textContent() === '', 'the old error stayed');
+  // a job the cluster could never run: the server's sentence under the form (422)
   await page.locator('#f-yaml').fill('gpu_models: [H100-80GB-SXM5]\npreemptible: true');
+  await page.locator('#f-workers').fill('10000');
+  await expectingRefusal([422], async () => {
+    await page.getByRole('button', { name: 'Submit job' }).click();
+    await page.locator('#submit-error', { hasText: 'job portal-sft cannot run on cluster demo: its 10000 workers could never all run at once' }).waitFor();
+  });
+  await page.locator('#f-workers').fill('1');
   await page.getByRole('button', { name: 'Submit job' }).click();
   const done = await page.locator('#submitted').textContent();
   const m = /Submitted job (\d+) \(portal-sft\): pending, position (\d+)/.exec(done);
@@ -360,7 +368,18 @@ async function main() {
   check(r.status === 403, `a member's reorder was answered ${r.status}, not 403`);
   check(JSON.stringify(await pendingOrder('research')) === JSON.stringify(before), 'a member changed the order');
   await shoot(page, '5-team-member');
-  log('a member cannot reorder');
+  // the Submit form offers a member the classes it may submit at, and the server
+  // refuses the others (403) whatever sends them
+  await page.locator('#nav a', { hasText: 'Submit' }).click();
+  await page.locator('#f-priority').waitFor();
+  const offered = await page.locator('#f-priority option').allTextContents();
+  check(JSON.stringify(offered) === JSON.stringify(['normal', 'low']), `a member is offered ${offered}`);
+  const high = await fetch(`${URL_}/api/v1/jobs`, {
+    method: 'POST', headers: { Authorization: `Bearer ${memberTok}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ name: 'member-high', priority: 'high', gpus: 1, command: ['x'] }),
+  });
+  check(high.status === 403, `a member's high-priority job was answered ${high.status}, not 403`);
+  log('a member cannot reorder, nor submit above normal');
 
   // A viewer: no Submit, no cancel.
   step = 'viewer';
