@@ -60,9 +60,11 @@ static void tco_usage(FILE *f)
            "  --depreciation-years N  (default: the catalogue's shortest, 3)\n"
            "  --years N               the period compared (default: the depreciation period)\n\n"
            "Cloud:\n"
-           "  --instance ID           the catalogue instance to price (aws/p5.48xlarge)\n"
-           "  --cloud-price OPTION=USD  a price per GPU-hour; OPTION is on_demand,\n"
-           "                          reserved_1y, reserved_3y or spot (repeat for several)\n"
+           "  --instance ID           the one catalogue instance every price comes from\n"
+           "                          (default: the GPU's first listing with an on-demand\n"
+           "                          price); a price it lists none for is not priced\n"
+           "  --cloud-price OPTION=USD  a price per GPU-hour, over the instance's; OPTION is\n"
+           "                          on_demand, reserved_1y, reserved_3y or spot (repeat)\n"
            "  --spot-share P          percent of GPU-hours on spot in the spot mix (default 50)\n\n"
            "Output:\n"
            "  -o, --output FORMAT     table (default) or json\n"
@@ -730,35 +732,78 @@ static int choose_owning(const TcoArgs *a, const Choice *ch, TcoReport *rep, Tco
     return 0;
 }
 
-/* The first catalogue listing of the model with the server's GPU count that has price p. */
-static const InstancePrice *listing_with(const Choice *ch, uint32_t gpus, TcoPrice p)
-{
-    for (size_t i = 0; i < pricing_count(); i++) {
-        const InstancePrice *ip = pricing_at(i);
-        const int64_t prices[TCO_PRICE_COUNT] = {ip->on_demand_micro_usd, ip->reserved_1y_micro_usd,
-                                                 ip->reserved_3y_micro_usd, ip->spot_micro_usd};
-        if (prices[p] >= 0 && ip->gpus == gpus && catalog_find(ip->gpu_model) == ch->model)
-            return ip;
-    }
-    return NULL;
-}
-
-static int64_t listed_price(const InstancePrice *ip, TcoPrice p)
-{
-    const int64_t prices[TCO_PRICE_COUNT] = {ip->on_demand_micro_usd, ip->reserved_1y_micro_usd,
-                                             ip->reserved_3y_micro_usd, ip->spot_micro_usd};
-    return prices[p];
-}
-
 static const char *const price_labels[TCO_PRICE_COUNT] = {"on-demand price", "reserved 1y price",
                                                           "reserved 3y price", "spot price"};
 static const char *const price_keys[TCO_PRICE_COUNT] = {
     "on_demand_usd_per_gpu_hour", "reserved_1y_usd_per_gpu_hour", "reserved_3y_usd_per_gpu_hour",
     "spot_usd_per_gpu_hour"};
 
-static int choose_prices(const TcoArgs *a, const Choice *ch, TcoReport *rep, TcoInput *in)
+/* The instance priced: --instance, else the catalogue's default for the model and the
+ * server's GPU count; none when every price is given, as none of its prices would count. */
+static const InstancePrice *instance_priced(const TcoArgs *a, const Choice *ch, const TcoInput *in,
+                                            TcoReport *rep)
+{
+    bool all_given = true;
+    for (int p = 0; p < TCO_PRICE_COUNT; p++)
+        all_given &= a->cloud_price_usd[p] >= 0;
+    const InstancePrice *ip = ch->instance;
+    const char *why = "--instance";
+    char none[200];
+    if (!ip && all_given) {
+        why = "none: every price is given (--cloud-price)";
+    } else if (!ip && (ip = tco_default_instance(ch->model, in->gpus_per_server))) {
+        why = "default: the catalogue's first listing of this GPU with this many GPUs and an "
+              "on-demand price";
+    } else if (!ip) {
+        snprintf(none, sizeof(none),
+                 "none: no catalogue listing of %s with %u GPUs has an on-demand price",
+                 ch->model->name, in->gpus_per_server);
+        why = none;
+    }
+    TcoFact *f = tco_fact(rep, "instance", "instance priced", why);
+    tco_fact_text(f, "%s", ip ? ip->id : "none");
+    if (ip)
+        fact_json_str(f, ip->id);
+    else
+        tco_fact_json(f, "null");
+    return ip;
+}
+
+static void price_fact(const InstancePrice *ip, TcoPrice p, TcoPriceFrom from, TcoReport *rep,
+                       const TcoInput *in)
 {
     char src[200];
+    if (from == TCO_FROM_GIVEN) {
+        snprintf(src, sizeof(src), "--cloud-price");
+    } else if (from == TCO_FROM_INSTANCE) {
+        Buf hourly = {0};
+        tco_json_usd(&hourly, tco_listed_price(ip, p));
+        snprintf(src, sizeof(src), "catalogue %s: $%s an hour for %u GPUs, as of %s", ip->id,
+                 buf_str(&hourly), ip->gpus, ip->as_of ? ip->as_of : "an unknown date");
+        buf_free(&hourly);
+    } else if (ip) {
+        snprintf(src, sizeof(src), "%s lists none: give --cloud-price %s=USD", ip->id,
+                 tco_price_name(p));
+    } else {
+        snprintf(src, sizeof(src), "no instance priced: give --cloud-price %s=USD",
+                 tco_price_name(p));
+    }
+    TcoFact *f = tco_fact(rep, price_keys[p], price_labels[p], src);
+    double per = tco_price_per_gpu_hour(&in->price[p]);
+    if (per < 0) {
+        tco_fact_text(f, "not priced");
+        tco_fact_json(f, "null");
+    } else {
+        tco_fact_text(f, "$%.4f per GPU-h", per / 1e6);
+        tco_fact_json(f, "%.10g", per / 1e6);
+    }
+}
+
+/* Every cloud price from the one instance priced, or given with --cloud-price: an
+ * option whose price that instance does not list is not priced, and is not filled in
+ * from another listing (that put GCP's 1-year commitment above AWS's on-demand). */
+static int choose_prices(const TcoArgs *a, const Choice *ch, TcoReport *rep, TcoInput *in)
+{
     double d = DEFAULT_SPOT_PCT;
     if (a->spot_share && !parse_number(a->spot_share, 0, 100, &d)) {
         client_error(a->c, "--spot-share must be a percentage from 0 to 100, not '%s'",
@@ -769,71 +814,43 @@ static int choose_prices(const TcoArgs *a, const Choice *ch, TcoReport *rep, Tco
     fact_num(rep, "spot_share_pct", "spot share of the spot mix", d, "%g%",
              a->spot_share ? "--spot-share" : "default: an assumption (checkpointed training)");
 
-    TcoFact *inst = tco_fact(rep, "instance", "instance priced", "");
-    for (int p = 0; p < TCO_PRICE_COUNT; p++) {
-        const InstancePrice *ip = NULL;
-        if (a->cloud_price_usd[p] >= 0) {
-            in->price[p] = (TcoCloudPrice){llround(a->cloud_price_usd[p] * 1e6), 1};
-            snprintf(src, sizeof(src), "--cloud-price");
-        } else {
-            ip = ch->instance && listed_price(ch->instance, p) >= 0
-                     ? ch->instance
-                     : listing_with(ch, in->gpus_per_server, p);
-        }
-        if (a->cloud_price_usd[p] < 0 && !ip) {
-            in->price[p] = (TcoCloudPrice){PRICE_UNKNOWN, 0};
-            snprintf(src, sizeof(src),
-                     "no catalogue listing of %s with %u GPUs has one: give --cloud-price %s=USD",
-                     ch->model->name, in->gpus_per_server, tco_price_name(p));
-        }
-        if (ip) {
-            in->price[p] = (TcoCloudPrice){listed_price(ip, p), ip->gpus};
-            Buf hourly = {0};
-            tco_json_usd(&hourly, listed_price(ip, p));
-            snprintf(src, sizeof(src), "catalogue %s: $%s an hour for %u GPUs, as of %s%s%s%s",
-                     ip->id, buf_str(&hourly), ip->gpus, ip->as_of,
-                     ch->instance && ip != ch->instance ? " (" : "",
-                     ch->instance && ip != ch->instance ? ch->instance->id : "",
-                     ch->instance && ip != ch->instance ? " lists none)" : "");
-            buf_free(&hourly);
-        }
-        TcoFact *f = tco_fact(rep, price_keys[p], price_labels[p], src);
-        double per = tco_price_per_gpu_hour(&in->price[p]);
-        if (per < 0) {
-            tco_fact_text(f, "unknown");
-            tco_fact_json(f, "null");
-        } else {
-            tco_fact_text(f, "$%.4f per GPU-h", per / 1e6);
-            tco_fact_json(f, "%.10g", per / 1e6);
-        }
-        if (p == TCO_PRICE_ON_DEMAND) {
-            const InstancePrice *shown = ip ? ip : ch->instance;
-            tco_fact_text(inst, "%s", shown ? shown->id : "none");
-            if (shown)
-                fact_json_str(inst, shown->id);
-            else
-                tco_fact_json(inst, "null");
-            const char *why = "none: no catalogue listing of this GPU with this many GPUs has "
-                              "an on-demand price";
-            if (a->instance)
-                why = "--instance";
-            else if (a->cloud_price_usd[p] >= 0)
-                why = "none: the on-demand price is given (--cloud-price)";
-            else if (shown)
-                why = "default: the catalogue's first listing of this GPU with this many GPUs "
-                      "and an on-demand price";
-            snprintf(inst->source, sizeof(inst->source), "%s", why);
-        }
-        if (per < 0)
-            snprintf(rep->unpriced_why[p == TCO_PRICE_SPOT ? TCO_SPOT_MIX : (TcoOption)p],
-                     sizeof(rep->unpriced_why[0]), "no %s: give --cloud-price %s=USD",
-                     price_labels[p], tco_price_name(p));
+    const InstancePrice *ip = instance_priced(a, ch, in, rep);
+    int64_t given[TCO_PRICE_COUNT];
+    TcoPriceFrom from[TCO_PRICE_COUNT];
+    for (int p = 0; p < TCO_PRICE_COUNT; p++)
+        given[p] = a->cloud_price_usd[p] >= 0 ? llround(a->cloud_price_usd[p] * 1e6) : -1;
+    tco_prices(ip, given, in->price, from);
+    for (int p = 0; p < TCO_PRICE_COUNT; p++)
+        price_fact(ip, p, from[p], rep, in);
+
+    bool any = false;
+    for (int o = 0; o < TCO_OPTION_COUNT; o++) {
+        int missing = tco_option_missing(in, o);
+        any |= missing < 0;
+        if (missing < 0)
+            continue;
+        char *why = rep->unpriced_why[o];
+        size_t n = sizeof(rep->unpriced_why[o]);
+        if (ip)
+            snprintf(why, n, "%s lists no %s: give --cloud-price %s=USD", ip->id,
+                     price_labels[missing], tco_price_name(missing));
+        else
+            snprintf(why, n, "no %s: give --cloud-price %s=USD", price_labels[missing],
+                     tco_price_name(missing));
     }
-    /* A spot mix needs the on-demand price for its on-demand share too. */
-    if (tco_price_per_gpu_hour(&in->price[TCO_PRICE_ON_DEMAND]) < 0 && in->spot_share < 1 &&
-        !rep->unpriced_why[TCO_SPOT_MIX][0])
-        snprintf(rep->unpriced_why[TCO_SPOT_MIX], sizeof(rep->unpriced_why[0]),
-                 "no on-demand price: give --cloud-price on_demand=USD");
+    if (!any) {
+        if (ip)
+            client_error(a->c,
+                         "%s lists no price to compare with: give --cloud-price on_demand=USD or "
+                         "another --instance",
+                         ip->id);
+        else
+            client_error(a->c,
+                         "no cloud price is known for %s: give --instance ID or --cloud-price "
+                         "on_demand=USD",
+                         ch->model->name);
+        return 2;
+    }
     return 0;
 }
 
@@ -940,17 +957,6 @@ int cmd_tco(int argc, char **argv)
     rep.usage_source = u.source;
     in.gpu_hours = u.hours;
     in.n_gpu_hours = u.n;
-    bool any = false;
-    for (int p = 0; p < TCO_PRICE_COUNT; p++)
-        any |= tco_price_per_gpu_hour(&in.price[p]) >= 0;
-    if (!any) {
-        client_error(&c,
-                     "no cloud price is known for %s: give --instance ID or --cloud-price "
-                     "on_demand=USD",
-                     ch.model->name);
-        rc = 2;
-        goto done;
-    }
     int r = tco_compute(&in, &res, &err);
     if (r < 0) {
         if (r == -ENOMEM)

@@ -215,6 +215,16 @@ static void option_row(Table *t, Buf *s, const char *name, double price_micro, c
         table_cell(t, "never");
 }
 
+/* An option without a price keeps its row, so that it is seen to be missing rather than
+ * taken for one that was never compared. */
+static void unpriced_row(Table *t, const char *name, size_t figures)
+{
+    table_cell(t, "%s", name);
+    for (size_t i = 0; i < figures; i++)
+        table_cell(t, "-");
+    table_cell(t, "not priced");
+}
+
 static void render_options(const TcoReport *rep, Buf *out)
 {
     static const TableCol cols[] = {
@@ -230,12 +240,13 @@ static void render_options(const TcoReport *rep, Buf *out)
     table_init(&t, cols, ARRAY_SIZE(cols));
     option_row(&t, &s, "owned", -1, &r->owned, r->months, hours, true);
     for (int o = 0; o < TCO_OPTION_COUNT; o++) {
-        if (!r->option[o].priced)
-            continue;
         buf_reset(&name);
         tco_option_label(&name, in, o);
-        option_row(&t, &s, buf_str(&name), list_price(in, o), &r->option[o], r->months, hours,
-                   false);
+        if (r->option[o].priced)
+            option_row(&t, &s, buf_str(&name), list_price(in, o), &r->option[o], r->months, hours,
+                       false);
+        else
+            unpriced_row(&t, buf_str(&name), ARRAY_SIZE(cols) - 2);
     }
     buf_printf(out, "\nCost over %u months (owning: bought outright, cash as paid)\n", r->months);
     if (t.oom || table_render(&t, 0, out) < 0)
@@ -367,7 +378,10 @@ void tco_render_json(const TcoReport *rep, Buf *b)
         buf_printf(b, "%s\"%s\":{\"priced\":%s", o ? "," : "", tco_option_name(o),
                    l->priced ? "true" : "false");
         if (!l->priced) {
-            buf_puts(b, ",\"why\":");
+            /* The same keys as a priced option, null, so a reader finds no figure. */
+            buf_puts(b, ",\"price_per_gpu_hour_usd\":null,\"monthly_usd\":null,"
+                        "\"cumulative_usd\":null,\"total_usd\":null,\"break_even_month\":null,"
+                        "\"why\":");
             buf_json_str(b, rep->unpriced_why[o]);
             buf_putc(b, '}');
             continue;
@@ -505,13 +519,20 @@ void tco_render_svg(const TcoReport *rep, Buf *b)
     double ly = p.top + 10;
     for (int i = 0; i <= TCO_OPTION_COUNT; i++) {
         const TcoLine *l = i == 0 ? &r->owned : &r->option[i - 1];
-        if (!l->priced)
-            continue;
         buf_reset(&name);
         if (i == 0)
             buf_puts(&name, "owned");
         else
             tco_option_label(&name, rep->in, i - 1);
+        if (!l->priced) {
+            /* In the legend without a line: not priced, not forgotten. */
+            buf_printf(b, "<text class=\"not-priced\" x=\"%.1f\" y=\"%.1f\" fill=\"#888888\">",
+                       p.left + p.width + 50, ly + 4);
+            svg_text(b, buf_str(&name));
+            buf_puts(b, ": not priced</text>\n");
+            ly += 20;
+            continue;
+        }
         svg_series(b, &p, l, r->months, colours[i]);
         buf_printf(b,
                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "

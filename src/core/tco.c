@@ -1,7 +1,8 @@
-/* tco.c: the owned-versus-cloud arithmetic of tco.h. Every figure of a cost line for a
- * month is one floating-point product rounded once (half away from zero, llround) to
- * micro-dollars, and checked against TCO_MAX_MONTH_MICRO_USD before it is summed, so the
- * integer sums cannot overflow and the results can be checked by hand. */
+/* tco.c: the owned-versus-cloud arithmetic of tco.h, and the cloud prices it is given
+ * (one instance's, or the user's). Every figure of a cost line for a month is one
+ * floating-point product rounded once (half away from zero, llround) to micro-dollars,
+ * and checked against TCO_MAX_MONTH_MICRO_USD before it is summed, so the integer sums
+ * cannot overflow and the results can be checked by hand. */
 #include "core/tco.h"
 
 #include "util/macro.h"
@@ -183,21 +184,66 @@ static double on_price(double gpu_hours, const TcoCloudPrice *p)
     return gpu_hours * (double)p->micro_usd_per_hour / p->gpus;
 }
 
-/* Whether the prices an option needs are known (a spot mix of 0% needs no spot price,
- * one of 100% no on-demand price). */
-static bool option_known(const TcoInput *in, TcoOption o)
+int tco_option_missing(const TcoInput *in, TcoOption o)
 {
     const TcoCloudPrice *p = in->price;
     switch (o) {
     case TCO_ON_DEMAND:
-        return price_known(&p[TCO_PRICE_ON_DEMAND]);
+        return price_known(&p[TCO_PRICE_ON_DEMAND]) ? -1 : TCO_PRICE_ON_DEMAND;
     case TCO_RESERVED_1Y:
-        return price_known(&p[TCO_PRICE_RESERVED_1Y]);
+        return price_known(&p[TCO_PRICE_RESERVED_1Y]) ? -1 : TCO_PRICE_RESERVED_1Y;
     case TCO_RESERVED_3Y:
-        return price_known(&p[TCO_PRICE_RESERVED_3Y]);
+        return price_known(&p[TCO_PRICE_RESERVED_3Y]) ? -1 : TCO_PRICE_RESERVED_3Y;
     default:
-        return (in->spot_share == 0 || price_known(&p[TCO_PRICE_SPOT])) &&
-               (in->spot_share == 1 || price_known(&p[TCO_PRICE_ON_DEMAND]));
+        if (in->spot_share > 0 && !price_known(&p[TCO_PRICE_SPOT]))
+            return TCO_PRICE_SPOT;
+        if (in->spot_share < 1 && !price_known(&p[TCO_PRICE_ON_DEMAND]))
+            return TCO_PRICE_ON_DEMAND;
+        return -1;
+    }
+}
+
+int64_t tco_listed_price(const InstancePrice *ip, TcoPrice p)
+{
+    switch (p) {
+    case TCO_PRICE_ON_DEMAND:
+        return ip->on_demand_micro_usd;
+    case TCO_PRICE_RESERVED_1Y:
+        return ip->reserved_1y_micro_usd;
+    case TCO_PRICE_RESERVED_3Y:
+        return ip->reserved_3y_micro_usd;
+    case TCO_PRICE_SPOT:
+        return ip->spot_micro_usd;
+    default:
+        return PRICE_UNKNOWN;
+    }
+}
+
+const InstancePrice *tco_default_instance(const GpuModel *m, uint32_t gpus)
+{
+    for (size_t i = 0; m && i < pricing_count(); i++) {
+        const InstancePrice *ip = pricing_at(i);
+        if (ip->on_demand_micro_usd >= 0 && ip->gpus == gpus && catalog_find(ip->gpu_model) == m)
+            return ip;
+    }
+    return NULL;
+}
+
+void tco_prices(const InstancePrice *ip, const int64_t given_micro_usd[TCO_PRICE_COUNT],
+                TcoCloudPrice ret_price[TCO_PRICE_COUNT], TcoPriceFrom ret_from[TCO_PRICE_COUNT])
+{
+    for (int p = 0; p < TCO_PRICE_COUNT; p++) {
+        int64_t listed = ip ? tco_listed_price(ip, p) : PRICE_UNKNOWN;
+        if (given_micro_usd[p] >= 0) {
+            ret_price[p] = (TcoCloudPrice){given_micro_usd[p], 1};
+            ret_from[p] = TCO_FROM_GIVEN;
+        } else if (listed >= 0) {
+            ret_price[p] = (TcoCloudPrice){listed, ip->gpus};
+            ret_from[p] = TCO_FROM_INSTANCE;
+        } else {
+            ret_price[p] = (TcoCloudPrice){PRICE_UNKNOWN, 0};
+            ret_from[p] = TCO_FROM_NONE;
+        }
     }
 }
 
@@ -207,7 +253,7 @@ static int cloud_line(const TcoInput *in, TcoResult *r, TcoOption o, Buf *err)
     const TcoCloudPrice *res = o == TCO_RESERVED_1Y ? &in->price[TCO_PRICE_RESERVED_1Y]
                                                     : &in->price[TCO_PRICE_RESERVED_3Y];
     TcoLine *l = &r->option[o];
-    if (!option_known(in, o))
+    if (tco_option_missing(in, o) >= 0)
         return 0;
     int rc = line_alloc(l, r->months);
     if (rc < 0)

@@ -17,9 +17,13 @@
  *
  * Cloud: on-demand pays for the GPU-hours used; a reservation pays for the same
  * capacity as the owned fleet every hour of every month, used or not; the spot mix runs
- * a share of the GPU-hours on spot and the rest on demand. */
+ * a share of the GPU-hours on spot and the rest on demand. Every cloud price of one
+ * comparison is the one instance's (tco_prices) or given by the user: a reservation of
+ * one cloud set against another cloud's on-demand price compares nothing real. */
 #pragma once
 
+#include "core/catalog.h"
+#include "core/pricing.h"
 #include "util/buf.h"
 
 #include <stdbool.h>
@@ -125,3 +129,28 @@ const char *tco_price_name(TcoPrice p);
 int tco_price_from_name(const char *name);
 /* The price per GPU-hour in micro-dollars (fractional), or -1 when unknown. */
 double tco_price_per_gpu_hour(const TcoCloudPrice *p);
+
+/* The first price option o needs that is unknown (a spot mix needs the spot price
+ * unless its spot share is 0, and the on-demand one unless it is 1); -1 when all are
+ * known. An option missing one is left out of the arithmetic, break-even included. */
+int tco_option_missing(const TcoInput *in, TcoOption o);
+
+/* A listing's price p per instance-hour; PRICE_UNKNOWN where it lists none. */
+int64_t tco_listed_price(const InstancePrice *ip, TcoPrice p);
+
+/* The instance a comparison prices when none is named: the catalogue's first listing of
+ * GPU model m with `gpus` GPUs that has an on-demand price; NULL when there is none. */
+const InstancePrice *tco_default_instance(const GpuModel *m, uint32_t gpus);
+
+/* Where a price of a comparison came from. */
+typedef enum TcoPriceFrom {
+    TCO_FROM_NONE,     /* unknown: neither given nor listed by the instance */
+    TCO_FROM_GIVEN,    /* given by the user */
+    TCO_FROM_INSTANCE, /* the instance's own listing */
+} TcoPriceFrom;
+
+/* The cloud prices of a comparison. A price given (micro-dollars per GPU-hour, < 0 when
+ * not given) is used as it is; every other is the one instance ip's (NULL: no instance),
+ * and unknown where ip lists none: never another listing's, even of the same GPU. */
+void tco_prices(const InstancePrice *ip, const int64_t given_micro_usd[TCO_PRICE_COUNT],
+                TcoCloudPrice ret_price[TCO_PRICE_COUNT], TcoPriceFrom ret_from[TCO_PRICE_COUNT]);

@@ -3,8 +3,9 @@
 # message naming it; every default is printed with its source; the docs/tco.md case
 # (2,920 GPU-hours a month on one $384,000 server, 7 kW at $150 per kW-month, 10%
 # operations) gives the break-even months worked out by hand below; JSON keys; the
-# usage CSV read per month and over a span; an option without a price left out with
-# the reason; the SVG chart written with its break-even marks. The --from-server path
+# usage CSV read per month and over a span; every cloud price from the one instance
+# priced, an option it has no price for shown as not priced (table, JSON, chart) unless
+# --cloud-price gives it; the SVG chart written with its break-even marks. The --from-server path
 # against a real server is test_sys_tco.sh.
 # Usage: test_tco.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
@@ -140,21 +141,78 @@ run 0 "$GPUORCH" tco --gpu-hours 0 -o json
 json_ok "$T/out" 'd["owned"]["servers"] == 0 and d["owned"]["total_usd"] == 0'
 json_ok "$T/out" 'all(o["break_even_month"] is None for o in d["options"].values() if o["priced"])'
 
-# ---- an option without a price is left out, with what to give ----
+# ---- every price from the one instance priced (issue 17) ----
+# The H100 default is aws/p5.48xlarge, which lists an on-demand price only. Its
+# reservations and spot are not priced: not GCP's a3-highgpu-8g ones, whose 1-year
+# commitment ($7.6730 a GPU-hour) was shown above AWS's on-demand ($6.88).
+UNPRICED='("reserved_1y", "reserved_3y", "spot_mix")'
+run 0 "$GPUORCH" tco --gpu-hours 2920 -o json
+cp "$T/out" "$T/p5.json"
+json_ok "$T/p5.json" 'd["assumptions"]["instance"]["value"] == "aws/p5.48xlarge"'
+json_ok "$T/p5.json" 'd["assumptions"]["on_demand_usd_per_gpu_hour"]["value"] == 6.88 and d["assumptions"]["on_demand_usd_per_gpu_hour"]["source"].startswith("catalogue aws/p5.48xlarge: ")'
+json_ok "$T/p5.json" 'not any("gcp/" in v["source"] or v["value"] == "gcp/a3-highgpu-8g" for v in d["assumptions"].values())'
+json_ok "$T/p5.json" 'all(d["assumptions"][k + "_usd_per_gpu_hour"] == {"value": None, "source": "aws/p5.48xlarge lists none: give --cloud-price " + k + "=USD"} for k in ("reserved_1y", "reserved_3y", "spot"))'
+# an option not priced is null with the reason, its break-even skipped, not borrowed
+json_ok "$T/p5.json" 'd["options"]["on_demand"]["priced"] and d["options"]["on_demand"]["break_even_month"] == 26'
+json_ok "$T/p5.json" 'all(d["options"][o]["priced"] is False and all(d["options"][o][k] is None for k in ("price_per_gpu_hour_usd", "monthly_usd", "cumulative_usd", "total_usd", "break_even_month")) for o in '"$UNPRICED"')'
+json_ok "$T/p5.json" 'd["options"]["reserved_1y"]["why"] == "aws/p5.48xlarge lists no reserved 1y price: give --cloud-price reserved_1y=USD"'
+json_ok "$T/p5.json" 'd["options"]["spot_mix"]["why"] == "aws/p5.48xlarge lists no spot price: give --cloud-price spot=USD"'
+run 0 "$GPUORCH" tco --gpu-hours 2920
+out_has '^reserved 1y  *-  *-  *-  *-  *not priced$'
+out_has '^reserved 3y  *-  *-  *-  *-  *not priced$'
+out_has '^spot mix 50%  *-  *-  *-  *-  *not priced$'
+out_has '^reserved 1y price  *not priced  *aws/p5.48xlarge lists none'
+out_has "^reserved 1y: not priced: aws/p5.48xlarge lists no reserved 1y price: give --cloud-price reserved_1y=USD"
+if grep -q "gcp/" "$T/out"; then fail "the p5.48xlarge comparison names a GCP listing"; fi
+# the chart: owned and on-demand drawn, the others in the legend as not priced
+run 0 "$GPUORCH" tco --gpu-hours 2920 --out "$T/chart-p5"
+python3 - "$T/chart-p5/tco.svg" <<'EOF' || fail "the p5.48xlarge chart"
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+assert len(root.findall(ns + "polyline")) == 2  # owned and on-demand
+marks = [c for c in root.findall(ns + "circle") if c.get("class") == "break-even"]
+assert len(marks) == 1, len(marks)
+unpriced = ["".join(t.itertext()) for t in root.iter(ns + "text") if t.get("class") == "not-priced"]
+assert unpriced == ["reserved 1y: not priced", "reserved 3y: not priced", "spot mix 50%: not priced"], unpriced
+text = " ".join("".join(t.itertext()) for t in root.iter(ns + "text"))
+assert "on-demand: from month 26" in text, text
+EOF
+# --cloud-price fills what the instance lacks; the rest stay the instance's or unpriced.
+# Reserved 1y at $4: 8 x 730 x $4 = $23,360 a month against $384,000 + $5,138 m: m >
+# 384,000 / 18,222 = 21.07, month 22.
+run 0 "$GPUORCH" tco --gpu-hours 2920 --instance p5.48xlarge --cloud-price reserved_1y=4 -o json
+json_ok "$T/out" 'd["assumptions"]["instance"] == {"value": "aws/p5.48xlarge", "source": "--instance"}'
+json_ok "$T/out" 'd["assumptions"]["reserved_1y_usd_per_gpu_hour"] == {"value": 4, "source": "--cloud-price"}'
+json_ok "$T/out" 'd["options"]["reserved_1y"]["monthly_usd"][0] == 23360 and d["options"]["reserved_1y"]["break_even_month"] == 22'
+json_ok "$T/out" 'd["options"]["reserved_3y"]["priced"] is False and d["options"]["spot_mix"]["priced"] is False'
+# one provider's four prices: --instance gcp/a3-highgpu-8g, its reservation below its
+# own on-demand price
+run 0 "$GPUORCH" tco --gpu-hours 2920 --instance gcp/a3-highgpu-8g -o json
+json_ok "$T/out" 'all(d["assumptions"][k + "_usd_per_gpu_hour"]["source"].startswith("catalogue gcp/a3-highgpu-8g: ") for k in ("on_demand", "reserved_1y", "reserved_3y", "spot"))'
+json_ok "$T/out" 'all(o["priced"] for o in d["options"].values())'
+json_ok "$T/out" 'd["options"]["reserved_1y"]["price_per_gpu_hour_usd"] < d["options"]["on_demand"]["price_per_gpu_hour_usd"]'
+# every price given: no instance is priced
+# shellcheck disable=SC2086
+run 0 "$GPUORCH" tco $HAND -o json
+json_ok "$T/out" 'd["assumptions"]["instance"] == {"value": None, "source": "none: every price is given (--cloud-price)"}'
+# an instance that lists no price at all prices nothing: an error, not another listing
+run 2 "$GPUORCH" tco --gpu-hours 10 --instance aws/p5e.48xlarge --capex 300000 --power-kw 10
+err_has "aws/p5e.48xlarge lists no price to compare with: give --cloud-price on_demand=USD or another --instance"
+
+# ---- A100: aws/p4de.24xlarge lists on-demand and 1-year prices, no 3-year, no spot ----
 run 0 "$GPUORCH" tco --gpu-hours 3000 --gpu A100-80GB --capex 200000 -o json
-json_ok "$T/out" 'd["options"]["reserved_3y"] == {"priced": False, "why": "no reserved 3y price: give --cloud-price reserved_3y=USD"}'
-json_ok "$T/out" 'd["assumptions"]["reserved_3y_usd_per_gpu_hour"]["value"] is None'
-json_ok "$T/out" 'd["assumptions"]["instance"]["value"] == "aws/p4de.24xlarge" and d["options"]["on_demand"]["priced"]'
+json_ok "$T/out" 'd["assumptions"]["instance"]["value"] == "aws/p4de.24xlarge" and d["options"]["on_demand"]["priced"] and d["options"]["reserved_1y"]["priced"]'
+json_ok "$T/out" 'd["options"]["reserved_3y"]["why"] == "aws/p4de.24xlarge lists no reserved 3y price: give --cloud-price reserved_3y=USD"'
+json_ok "$T/out" 'd["options"]["spot_mix"]["priced"] is False and d["assumptions"]["spot_usd_per_gpu_hour"]["value"] is None'
 run 0 "$GPUORCH" tco --gpu-hours 3000 --gpu A100-80GB --capex 200000
-out_has "reserved 3y: not priced: no reserved 3y price: give --cloud-price reserved_3y=USD"
+out_has "reserved 3y: not priced: aws/p4de.24xlarge lists no reserved 3y price: give --cloud-price reserved_3y=USD"
 # nothing priced at all is an error: L4 servers of 6 GPUs match no listing
 run 2 "$GPUORCH" tco --gpu-hours 10 --gpu L4 --capex 50000 --power-kw 1 --gpus-per-server 6
 err_has "no cloud price is known for L4"
 run 0 "$GPUORCH" tco --gpu-hours 10 --gpu L4 --capex 50000 --power-kw 1 --gpus-per-server 6 \
-    --cloud-price on_demand=1
-# an instance's missing prices come from the next listing of the same GPU, named
-run 0 "$GPUORCH" tco --gpu-hours 10 --instance p5.48xlarge
-out_has "catalogue gcp/a3-highgpu-8g: .* (aws/p5.48xlarge lists none)"
+    --cloud-price on_demand=1 -o json
+json_ok "$T/out" 'd["assumptions"]["instance"]["value"] is None and d["options"]["reserved_1y"]["why"] == "no reserved 1y price: give --cloud-price reserved_1y=USD"'
 
 # ---- usage from the CSV of `gpuorch usage -o csv` ----
 # 2,880 GPU-hours over the default 30 days (720 h) = 2,920 in a 730-hour month: the hand

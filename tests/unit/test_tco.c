@@ -2,7 +2,8 @@
  * by hand in the comments: the fleet size, each month's owned and cloud cost to the
  * micro-dollar, cumulative totals, break-even months (including none within the period
  * and a lead that is lost and won back), a reservation's commitment past the period,
- * book value, rounding half away from zero, zero usage and bad input. */
+ * book value, rounding half away from zero, zero usage and bad input; and the cloud
+ * prices of one comparison taken from one instance, or given, never another listing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -11,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "core/catalog.h"
+#include "core/pricing.h"
 #include "core/tco.h"
 
 #include <errno.h>
@@ -36,10 +39,13 @@ static TcoInput base_case(const double *hours)
         .electricity_usd_per_kwh = 0,
         .ops_pct_per_year = 10,
         .spot_share = 0.5,
+        /* Prices for the arithmetic alone: on-demand is aws/p5.48xlarge's, the others
+         * gcp/a3-highgpu-8g's. The command never mixes two listings (tco_prices, tested
+         * below); tco_compute prices whatever it is given. */
         .price =
             {
-                [TCO_PRICE_ON_DEMAND] = {55040000, 8},   /* aws/p5.48xlarge, $6.88/GPU-h */
-                [TCO_PRICE_RESERVED_1Y] = {61383700, 8}, /* gcp/a3-highgpu-8g */
+                [TCO_PRICE_ON_DEMAND] = {55040000, 8}, /* $6.88/GPU-h */
+                [TCO_PRICE_RESERVED_1Y] = {61383700, 8},
                 [TCO_PRICE_RESERVED_3Y] = {38864400, 8},
                 [TCO_PRICE_SPOT] = {50609500, 8},
             },
@@ -318,13 +324,136 @@ static void test_names(void **state)
     assert_true(tco_price_per_gpu_hour(&p) < 0);
 }
 
+/* The issue-17 case: the H100 comparison priced on-demand from AWS's p5.48xlarge and
+ * the reservations and spot from GCP's a3-highgpu-8g, which put a 1-year reservation
+ * ($61.3837 / 8 = $7.6730 a GPU-hour) above on-demand ($55.04 / 8 = $6.88). Every price
+ * is now the one instance's: p5.48xlarge lists only on-demand, so the other three
+ * options are not priced, whatever another listing of the same GPU says. */
+static void test_prices_one_instance(void **state)
+{
+    const InstancePrice *p5 = pricing_find("aws/p5.48xlarge");
+    const InstancePrice *a3 = pricing_find("gcp/a3-highgpu-8g");
+    assert_non_null(p5);
+    assert_non_null(a3);
+    /* The listing that used to be borrowed from: same GPU, same count, all four prices. */
+    assert_ptr_equal(catalog_find(p5->gpu_model), catalog_find(a3->gpu_model));
+    assert_int_equal(p5->gpus, a3->gpus);
+    for (int p = 0; p < TCO_PRICE_COUNT; p++)
+        assert_true(tco_listed_price(a3, p) > 0);
+
+    const int64_t none[TCO_PRICE_COUNT] = {-1, -1, -1, -1};
+    const double hours[] = {2920};
+    TcoInput in = base_case(hours);
+    TcoPriceFrom from[TCO_PRICE_COUNT];
+    tco_prices(p5, none, in.price, from);
+    assert_int_equal(in.price[TCO_PRICE_ON_DEMAND].micro_usd_per_hour, 55040000);
+    assert_int_equal(in.price[TCO_PRICE_ON_DEMAND].gpus, 8);
+    assert_int_equal(from[TCO_PRICE_ON_DEMAND], TCO_FROM_INSTANCE);
+    for (int p = TCO_PRICE_RESERVED_1Y; p < TCO_PRICE_COUNT; p++) {
+        assert_true(tco_price_per_gpu_hour(&in.price[p]) < 0);
+        assert_int_equal(from[p], TCO_FROM_NONE);
+    }
+    assert_int_equal(tco_option_missing(&in, TCO_ON_DEMAND), -1);
+    assert_int_equal(tco_option_missing(&in, TCO_RESERVED_1Y), TCO_PRICE_RESERVED_1Y);
+    assert_int_equal(tco_option_missing(&in, TCO_RESERVED_3Y), TCO_PRICE_RESERVED_3Y);
+    assert_int_equal(tco_option_missing(&in, TCO_SPOT_MIX), TCO_PRICE_SPOT);
+
+    /* The arithmetic prices on-demand (the hand-worked case: month 25) and skips the
+     * rest: no figures and no break-even, not the a3's month 10, 16 and 26. */
+    TcoResult r;
+    Buf err = {0};
+    assert_int_equal(tco_compute(&in, &r, &err), 0);
+    assert_true(r.option[TCO_ON_DEMAND].priced);
+    assert_int_equal(r.option[TCO_ON_DEMAND].total_micro_usd, INT64_C(723225600000));
+    assert_int_equal(r.option[TCO_ON_DEMAND].break_even_month, 25);
+    for (int o = TCO_RESERVED_1Y; o < TCO_OPTION_COUNT; o++) {
+        assert_false(r.option[o].priced);
+        assert_null(r.option[o].monthly_micro_usd);
+        assert_null(r.option[o].cumulative_micro_usd);
+        assert_int_equal(r.option[o].total_micro_usd, 0);
+        assert_int_equal(r.option[o].break_even_month, 0);
+    }
+    tco_result_free(&r);
+
+    /* Priced from the a3 alone, all four are GCP's, and the 1-year reservation is below
+     * that same listing's on-demand price, as a commitment discount is. */
+    tco_prices(a3, none, in.price, from);
+    for (int p = 0; p < TCO_PRICE_COUNT; p++) {
+        assert_int_equal(in.price[p].micro_usd_per_hour, tco_listed_price(a3, p));
+        assert_int_equal(in.price[p].gpus, 8);
+        assert_int_equal(from[p], TCO_FROM_INSTANCE);
+    }
+    assert_true(tco_price_per_gpu_hour(&in.price[TCO_PRICE_RESERVED_1Y]) <
+                tco_price_per_gpu_hour(&in.price[TCO_PRICE_ON_DEMAND]));
+    buf_free(&err);
+}
+
+/* A price given by the user wins over the instance's and fills one it lacks; the others
+ * stay the instance's. Without an instance only the given prices are known. */
+static void test_prices_given(void **state)
+{
+    const InstancePrice *p5 = pricing_find("aws/p5.48xlarge");
+    const int64_t given[TCO_PRICE_COUNT] = {[TCO_PRICE_ON_DEMAND] = 7000000,
+                                            [TCO_PRICE_RESERVED_1Y] = -1,
+                                            [TCO_PRICE_RESERVED_3Y] = 4500000,
+                                            [TCO_PRICE_SPOT] = -1};
+    TcoCloudPrice price[TCO_PRICE_COUNT];
+    TcoPriceFrom from[TCO_PRICE_COUNT];
+    tco_prices(p5, given, price, from);
+    assert_int_equal(price[TCO_PRICE_ON_DEMAND].micro_usd_per_hour, 7000000);
+    assert_int_equal(price[TCO_PRICE_ON_DEMAND].gpus, 1);
+    assert_int_equal(from[TCO_PRICE_ON_DEMAND], TCO_FROM_GIVEN);
+    assert_int_equal(price[TCO_PRICE_RESERVED_3Y].micro_usd_per_hour, 4500000);
+    assert_int_equal(from[TCO_PRICE_RESERVED_3Y], TCO_FROM_GIVEN);
+    assert_int_equal(from[TCO_PRICE_RESERVED_1Y], TCO_FROM_NONE);
+    assert_int_equal(from[TCO_PRICE_SPOT], TCO_FROM_NONE);
+
+    tco_prices(NULL, given, price, from);
+    assert_int_equal(from[TCO_PRICE_ON_DEMAND], TCO_FROM_GIVEN);
+    assert_int_equal(from[TCO_PRICE_RESERVED_1Y], TCO_FROM_NONE);
+    assert_true(tco_price_per_gpu_hour(&price[TCO_PRICE_RESERVED_1Y]) < 0);
+    assert_true(tco_price_per_gpu_hour(&price[TCO_PRICE_SPOT]) < 0);
+
+    /* A spot mix needs only the prices its share uses. */
+    const double hours[] = {100};
+    TcoInput in = base_case(hours);
+    memcpy(in.price, price, sizeof(price));
+    in.spot_share = 0;
+    assert_int_equal(tco_option_missing(&in, TCO_SPOT_MIX), -1);
+    in.spot_share = 1;
+    assert_int_equal(tco_option_missing(&in, TCO_SPOT_MIX), TCO_PRICE_SPOT);
+    in.price[TCO_PRICE_SPOT] = (TcoCloudPrice){2000000, 1};
+    in.price[TCO_PRICE_ON_DEMAND] = (TcoCloudPrice){PRICE_UNKNOWN, 0};
+    assert_int_equal(tco_option_missing(&in, TCO_SPOT_MIX), -1);
+    in.spot_share = 0.5;
+    assert_int_equal(tco_option_missing(&in, TCO_SPOT_MIX), TCO_PRICE_ON_DEMAND);
+}
+
+/* The instance priced by default: the first listing of the GPU with the server's GPU
+ * count that has an on-demand price. */
+static void test_default_instance(void **state)
+{
+    const GpuModel *h100 = catalog_find("H100-80GB-SXM5");
+    assert_non_null(h100);
+    assert_ptr_equal(tco_default_instance(h100, 8), pricing_find("aws/p5.48xlarge"));
+    assert_null(tco_default_instance(h100, 4));
+    assert_null(tco_default_instance(NULL, 8));
+    /* p5e.48xlarge, listed first, has no price at all: p5en.48xlarge is priced. */
+    const GpuModel *h200 = catalog_find("H200-141GB");
+    assert_non_null(h200);
+    assert_true(pricing_find("aws/p5e.48xlarge")->on_demand_micro_usd < 0);
+    assert_ptr_equal(tco_default_instance(h200, 8), pricing_find("aws/p5en.48xlarge"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hand_worked_case),   cmocka_unit_test(test_short_period),
-        cmocka_unit_test(test_growth_and_refresh), cmocka_unit_test(test_fleet_size_exact),
-        cmocka_unit_test(test_zero_usage),         cmocka_unit_test(test_rounding_and_electricity),
-        cmocka_unit_test(test_bad_input),          cmocka_unit_test(test_names),
+        cmocka_unit_test(test_hand_worked_case),    cmocka_unit_test(test_short_period),
+        cmocka_unit_test(test_growth_and_refresh),  cmocka_unit_test(test_fleet_size_exact),
+        cmocka_unit_test(test_zero_usage),          cmocka_unit_test(test_rounding_and_electricity),
+        cmocka_unit_test(test_bad_input),           cmocka_unit_test(test_names),
+        cmocka_unit_test(test_prices_one_instance), cmocka_unit_test(test_prices_given),
+        cmocka_unit_test(test_default_instance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
