@@ -87,7 +87,7 @@ static int empty_gpu(Sched *s, const Cand *cand, SchedJob **holders, size_t n_ho
         req.workers = 1;
         s->ctx->blocked = s->blocked;
         Placement p = {0};
-        int placed = place_job(s->ctx, c, &req, &p, &s->why);
+        int placed = place_job(s->ctx, c, &req, &p, NULL);
         s->ctx->blocked = NULL;
         if (placed < 0) {
             err = placed;

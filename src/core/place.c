@@ -480,15 +480,27 @@ static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, cons
 
 /* ---- explaining a failure ---- */
 
+static bool node_suits(const Cluster *c, const Node *n, const Request *r);
+
+/* " of model A or B": the models of the nodes that could ever take it, unless that is
+ * every model the cluster has (or none: the request's own then). */
 static void describe_models(const Cluster *c, const Request *r, Buf *why)
 {
     uint64_t all = c->n_models >= 64 ? UINT64_MAX : (1ull << c->n_models) - 1;
-    if ((r->models & all) == all || r->kind == REQ_NONE)
+    if (r->kind == REQ_NONE)
+        return;
+    uint64_t models = 0;
+    for (size_t i = 0; i < c->n_nodes; i++)
+        if (node_suits(c, &c->nodes[i], r))
+            models |= 1ull << c->nodes[i].model;
+    if (!models)
+        models = r->models;
+    if ((models & all) == all)
         return;
     buf_puts(why, " of model ");
     bool first = true;
     for (unsigned mi = 0; mi < c->n_models; mi++) {
-        if (!(r->models & (1ull << mi)))
+        if (!(models & (1ull << mi)))
             continue;
         buf_printf(why, "%s%s", first ? "" : " or ", c->models[mi].m.name);
         first = false;
@@ -512,71 +524,242 @@ static void describe_ask(const Cluster *c, const Request *r, unsigned workers, B
                 profile = c->models[mi].m.profiles[r->mig_profile[mi]].name;
         if (workers > 1)
             buf_printf(why, "%u ", workers);
-        if (r->kind == REQ_MIG)
+        else
+            buf_puts(why, "a ");
+        if (r->kind == REQ_MIG) {
             buf_printf(why, "free %s MIG slice%s", profile, workers > 1 ? "s" : "");
-        else if (r->kind == REQ_FRACTION) {
+        } else if (r->kind == REQ_FRACTION) {
             unsigned milli = 0;
             for (unsigned mi = 0; mi < c->n_models && !milli; mi++)
                 milli = r->share_milli[mi];
-            buf_printf(why, "GPU share%s of %u.%03u", workers > 1 ? "s" : "", milli / 1000,
+            buf_printf(why, "free GPU share%s of %u.%03u", workers > 1 ? "s" : "", milli / 1000,
                        milli % 1000);
+        } else if (profile) {
+            buf_printf(why, "free %s MIG slice%s or MPS share%s of that memory", profile,
+                       workers > 1 ? "s" : "", workers > 1 ? "s" : "");
         } else {
-            buf_printf(why, "GPU slice%s big enough for the memory asked", workers > 1 ? "s" : "");
-            if (profile)
-                buf_printf(why, " (%s or a share)", profile);
+            buf_printf(why, "free MPS share%s of the GPU memory asked", workers > 1 ? "s" : "");
         }
     }
     }
     describe_models(c, r, why);
 }
 
-/* Why no node takes one worker: the count of nodes stopped at each filter. */
-static void explain_single(const Cluster *c, const Request *r, Buf *why)
+/* Could the node ever take a worker of r (when empty and ready)? */
+static bool node_suits(const Cluster *c, const Node *n, const Request *r)
 {
-    size_t excluded = 0, no_cpu = 0, no_mem = 0, no_gpu = 0;
-    unsigned most_free = 0;
+    if (!(r->models & (1ull << n->model)) || (r->fabric && n->fabric != r->fabric) ||
+        !((r->tiers >> c->pools[n->pool].tier) & 1))
+        return false;
+    if (n->cpu_milli < r->cpu_milli || n->memory_mib < r->memory_mib)
+        return false;
+    switch (r->kind) {
+    case REQ_NONE:
+        return true;
+    case REQ_GPUS:
+        return n->n_gpus >= r->gpus;
+    default:
+        return n->n_gpus && place_slice_mode(c, n, r) != SLICE_NONE;
+    }
+}
+
+/* Why a node that suits a job takes none of it now, as people are told. */
+typedef enum Unready {
+    UNREADY_UNREGISTERED,
+    UNREADY_LOST,
+    UNREADY_MISMATCHED,
+    UNREADY_NOTICE,
+    UNREADY_CLOSED,
+    UNREADY_STARTING,
+    UNREADY_LEAVING,
+    UNREADY_ABSENT,
+    UNREADY_COUNT
+} Unready;
+
+/* [cause][one, several] */
+static const char *const unready_says[UNREADY_COUNT][2] = {
+    {"has not registered (no agent has reported for it)",
+     "have not registered (no agent has reported for them)"},
+    {"is lost (its agent stopped answering)", "are lost (their agents stopped answering)"},
+    {"is mismatched (its agent reports other GPUs than the cluster spec declares)",
+     "are mismatched (their agents report other GPUs than the cluster spec declares)"},
+    {"is being taken back by its cloud", "are being taken back by their cloud"},
+    {"is closed to new work", "are closed to new work"},
+    {"is starting", "are starting"},
+    {"is leaving", "are leaving"},
+    {"is not started (the autoscaler may start it)",
+     "are not started (the autoscaler may start them)"},
+};
+
+static int unready_of(const Node *n)
+{
+    switch (n->state) {
+    case NODE_ABSENT:
+        return UNREADY_ABSENT;
+    case NODE_STARTING:
+        return UNREADY_STARTING;
+    case NODE_LEAVING:
+        return UNREADY_LEAVING;
+    default:
+        break;
+    }
+    if (n->schedulable)
+        return -1;
+    switch (n->away) {
+    case AWAY_UNREGISTERED:
+        return UNREADY_UNREGISTERED;
+    case AWAY_LOST:
+        return UNREADY_LOST;
+    case AWAY_MISMATCHED:
+        return UNREADY_MISMATCHED;
+    case AWAY_NOTICE:
+        return UNREADY_NOTICE;
+    default:
+        return UNREADY_CLOSED;
+    }
+}
+
+#define EXPLAIN_NAMES 3 /* nodes named per group; more are counted */
+
+typedef struct NodeGroup {
+    uint32_t n;
+    uint32_t names[EXPLAIN_NAMES];
+} NodeGroup;
+
+static void group_add(NodeGroup *g, uint32_t node)
+{
+    if (g->n < EXPLAIN_NAMES)
+        g->names[g->n] = node;
+    g->n++;
+}
+
+/* "h100-1", "h100-1 and h100-2", "a, b and c", or "5 nodes". */
+static void group_names(const Cluster *c, const NodeGroup *g, Buf *why)
+{
+    if (g->n > EXPLAIN_NAMES) {
+        buf_printf(why, "%u nodes", g->n);
+        return;
+    }
+    for (uint32_t i = 0; i < g->n; i++)
+        buf_printf(why, "%s%s",
+                   i == 0          ? ""
+                   : i + 1 == g->n ? " and "
+                                   : ", ",
+                   c->nodes[g->names[i]].name);
+}
+
+/* Ready nodes that suit a job but hold too little of it, by why. */
+typedef enum Short { SHORT_FULL, SHORT_PARTLY, SHORT_KEPT, SHORT_COUNT } Short;
+
+/* [why][one alone, one of several, several] */
+static const char *const short_says[SHORT_COUNT][3] = {
+    {"has no room for a worker", "has no room for a worker", "have no room for a worker"},
+    {"has room for only some of its workers", "has room for only some of its workers",
+     "have room for only some of its workers"},
+    {"is kept for another job", "is kept for other jobs", "are kept for other jobs"},
+};
+
+/* Append why the nodes that suit r hold too little of it now: how many of the ready ones
+ * are full, partly free or kept for other jobs, which are not ready and why, and what
+ * would let the job run. cap (per node, the workers of r it holds now, as a gang's
+ * placement counted them) may be NULL: one worker is asked. */
+static void explain_nodes(const PlaceCtx *ctx, const Cluster *c, const Request *r,
+                          const uint32_t *cap, Buf *why)
+{
+    NodeGroup unready[UNREADY_COUNT] = {0};
+    uint32_t shortfall[SHORT_COUNT] = {0};
+    uint32_t suits = 0, most_free = 0, only = 0;
     for (size_t i = 0; i < c->n_nodes; i++) {
         const Node *n = &c->nodes[i];
-        if (!node_admits(c, n, r)) {
-            excluded++;
+        if (!node_suits(c, n, r))
+            continue;
+        suits++;
+        only = (uint32_t)i;
+        int u = unready_of(n);
+        if (u >= 0) {
+            group_add(&unready[u], (uint32_t)i);
             continue;
         }
-        bool cpu = !r->cpu_milli || n->cpu_milli - n->cpu_used_milli >= r->cpu_milli;
-        bool mem = !r->memory_mib || n->memory_mib - n->memory_used_mib >= r->memory_mib;
-        no_cpu += !cpu;
-        no_mem += !mem;
-        if (!gpu_cap(c, n, r, 1))
-            no_gpu++;
         if (r->kind == REQ_GPUS)
-            most_free = MAX(most_free, (unsigned)(n->free_whole + n->idle_mig));
+            most_free = MAX(most_free, (uint32_t)(n->free_whole + n->idle_mig));
+        uint32_t holds = cap ? cap[i] : place_node_capacity(ctx, c, (uint32_t)i, r, 1);
+        if (ctx->blocked && ctx->blocked[i])
+            shortfall[SHORT_KEPT]++;
+        else if (!holds)
+            shortfall[SHORT_FULL]++;
+        else if (!node_empty(n))
+            shortfall[SHORT_PARTLY]++; /* an empty one holds what it can: not short */
     }
+    if (!suits)
+        return;
+    const char *sep = "";
+    uint32_t said = shortfall[SHORT_FULL] + shortfall[SHORT_PARTLY] + shortfall[SHORT_KEPT];
+    for (int u = 0; u < UNREADY_COUNT; u++)
+        said += unready[u].n;
+    if (!said)
+        return; /* ready and empty where it may go: the room counted says it all */
+    if (suits == 1) {
+        buf_printf(why, ": the one node it may use, %s, ", c->nodes[only].name);
+        for (int k = 0; k < SHORT_COUNT; k++)
+            if (shortfall[k])
+                buf_puts(why, short_says[k][0]);
+        for (int u = 0; u < UNREADY_COUNT; u++)
+            if (unready[u].n)
+                buf_puts(why, unready_says[u][0]);
+    } else {
+        buf_printf(why, ": of the %u nodes it may use, ", suits);
+        for (int k = 0; k < SHORT_COUNT; k++) {
+            if (!shortfall[k])
+                continue;
+            buf_printf(why, "%s%u %s", sep, shortfall[k], short_says[k][1 + (shortfall[k] > 1)]);
+            if (k == SHORT_FULL && r->kind == REQ_GPUS && !cap)
+                buf_printf(why, " (the most free GPUs on one: %u)", most_free);
+            sep = ", ";
+        }
+        for (int u = 0; u < UNREADY_COUNT; u++) {
+            if (!unready[u].n)
+                continue;
+            buf_puts(why, sep);
+            group_names(c, &unready[u], why);
+            buf_printf(why, " %s", unready_says[u][unready[u].n > 1]);
+            sep = ", ";
+        }
+    }
+    /* what would let it run */
+    buf_puts(why, "; it can start when ");
+    sep = "";
+    if (shortfall[SHORT_FULL] || shortfall[SHORT_PARTLY] || shortfall[SHORT_KEPT]) {
+        buf_puts(why, "running work frees room");
+        sep = " or ";
+    }
+    NodeGroup waiting = {0};
+    for (int u = 0; u < UNREADY_ABSENT; u++)
+        for (uint32_t k = 0; k < unready[u].n; k++)
+            group_add(&waiting, unready[u].names[MIN(k, EXPLAIN_NAMES - 1)]);
+    if (waiting.n) {
+        buf_puts(why, sep);
+        if (waiting.n <= EXPLAIN_NAMES) {
+            group_names(c, &waiting, why);
+            buf_puts(why, waiting.n > 1 ? " are ready" : " is ready");
+        } else {
+            buf_puts(why, "those nodes are ready");
+        }
+        sep = " or ";
+    }
+    if (unready[UNREADY_ABSENT].n)
+        buf_printf(why, "%sthe autoscaler starts nodes", sep);
+}
+
+/* Why no node takes one worker. */
+static void explain_single(const PlaceCtx *ctx, const Cluster *c, const Request *r, Buf *why)
+{
     buf_puts(why, "no node has ");
     describe_ask(c, r, 1, why);
     if (r->kind != REQ_NONE && (r->cpu_milli || r->memory_mib))
         buf_puts(why, " with the CPU and memory asked");
-    const char *sep = " (";
-    if (r->kind == REQ_GPUS && no_gpu) {
-        buf_printf(why, "%smost free on one node: %u", sep, most_free);
-        sep = "; ";
-    }
-    if (no_gpu && r->kind != REQ_NONE) {
-        buf_printf(why, "%s%zu without the GPU room", sep, no_gpu);
-        sep = ", ";
-    }
-    if (no_cpu) {
-        buf_printf(why, "%s%zu short of CPU", sep, no_cpu);
-        sep = ", ";
-    }
-    if (no_mem) {
-        buf_printf(why, "%s%zu short of memory", sep, no_mem);
-        sep = ", ";
-    }
-    if (excluded) {
-        buf_printf(why, "%s%zu excluded by model, fabric, tier or drain", sep, excluded);
-        sep = ", ";
-    }
-    if (sep[0] != ' ')
-        buf_puts(why, ")");
+    Request one = *r;
+    one.workers = 1;
+    explain_nodes(ctx, c, &one, NULL, why);
 }
 
 /* ---- gangs ---- */
@@ -707,6 +890,8 @@ static int place_gang(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *pl
     }
     if (!found) {
         free(allowed);
+        if (!why)
+            return 0;
         if (r->scope_required && r->scope != SCOPE_ANY)
             buf_printf(why, "no %s has ", level_names[r->scope]);
         else
@@ -719,6 +904,7 @@ static int place_gang(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *pl
                        (unsigned long long)best, W);
         else
             buf_printf(why, " (room for %llu of %u workers)", (unsigned long long)best, W);
+        explain_nodes(ctx, c, r, ctx->cap, why);
         return 0;
     }
     for (uint32_t w = 0; w < W; w++) {
@@ -747,11 +933,13 @@ int place_job(PlaceCtx *ctx, Cluster *c, const Request *r_in, Placement *ret, Bu
     for (uint32_t w = 0; w < W; w++) {
         int64_t node = best_node(ctx, c, &r, NULL, NULL);
         if (node < 0) {
+            if (!why)
+                return 0;
             if (w == 0 || W == 1)
-                explain_single(c, &r, why);
+                explain_single(ctx, c, &r, why);
             else
                 buf_printf(why, "placed %u of %u workers; for the next: ", w, W),
-                    explain_single(c, &r, why);
+                    explain_single(ctx, c, &r, why);
             return 0;
         }
         int err = place_worker(ctx, c, (uint32_t)node, &r, ret);

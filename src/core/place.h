@@ -105,9 +105,12 @@ void placement_reset(Placement *p);
 void placement_free(Placement *p);
 
 /* Place all workers of r (or none), apply the allocation to c and describe it in
- * ret. Returns 1 when placed, 0 when not (c unchanged; why says why in words a
- * person understands), or -ENOMEM. Under POLICY_NO_GANG the workers that fit are
- * placed and kept; the return is 1 only when all were. */
+ * ret. Returns 1 when placed, 0 when not (c unchanged; why, unless NULL, says why in
+ * words a person understands: what the job asks, which of the nodes it may use are
+ * full or not ready and why, what would let it run), or -ENOMEM. A caller that only
+ * asks whether a job fits passes NULL and saves the explanation's walk over the
+ * nodes. Under POLICY_NO_GANG the workers that fit are placed and kept; the return is
+ * 1 only when all were. */
 int place_job(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *ret, Buf *why);
 
 /* Undo a placement applied by place_job (workers released, MIG layouts kept: the

@@ -123,8 +123,7 @@ static int fits(Sched *s, const Request *r, uint32_t node, Placement *look)
 {
     if (node != UINT32_MAX)
         return place_node_capacity(s->ctx, s->c, node, r, 1) > 0;
-    buf_reset(&s->why);
-    int placed = place_job(s->ctx, s->c, r, look, &s->why);
+    int placed = place_job(s->ctx, s->c, r, look, NULL);
     if (placed == 1 || look->n_workers) {
         place_release(s->c, look);
         for (size_t i = look->n_changes; i-- > 0;)

@@ -7,6 +7,7 @@
 #include "core/admit.h"
 #include "core/consolidate.h"
 #include "core/preempt.h"
+#include "core/reason.h"
 
 #include "util/macro.h"
 
@@ -47,9 +48,9 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     s->taken = calloc(nn, 1);
     s->failed_workers = calloc(ns, sizeof(*s->failed_workers));
     s->failed_stamp = calloc(ns, sizeof(*s->failed_stamp));
-    s->failed_job = calloc(ns, sizeof(*s->failed_job));
+    s->failed_why = calloc(ns, sizeof(*s->failed_why));
     if (!s->node_res || !s->node_claim || !s->blocked || !s->taken || !s->failed_workers ||
-        !s->failed_stamp || !s->failed_job) {
+        !s->failed_stamp || !s->failed_why) {
         sched_free(s);
         return -ENOMEM;
     }
@@ -59,7 +60,8 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     s->n_buckets = 2 * PRIO_COUNT * s->ten.n_teams;
     s->buckets = calloc(s->n_buckets, sizeof(*s->buckets));
     s->team_yield_cycle = calloc(s->ten.n_teams, sizeof(*s->team_yield_cycle));
-    if (!s->buckets || !s->team_yield_cycle) {
+    s->burst_why = calloc(s->ten.n_teams, sizeof(*s->burst_why));
+    if (!s->buckets || !s->team_yield_cycle || !s->burst_why) {
         sched_free(s);
         return -ENOMEM;
     }
@@ -77,7 +79,7 @@ void sched_free(Sched *s)
     free(s->taken);
     free(s->failed_workers);
     free(s->failed_stamp);
-    free(s->failed_job);
+    free(s->failed_why);
     free(s->rank);
     free(s->victims_for);
     free(s->id_cycle);
@@ -87,6 +89,7 @@ void sched_free(Sched *s)
         free(s->buckets[b].j);
     free(s->buckets);
     free(s->team_yield_cycle);
+    free(s->burst_why);
     free(s->order);
     free(s->started);
     placement_free(&s->scratch);
@@ -558,7 +561,8 @@ static bool fill_blocked(Sched *s, const SchedJob *j, const uint32_t *rank, int6
 }
 
 /* Try to place (the rest of) j, keeping out of blocked nodes. 1 placed fully, 2 some
- * workers placed (no-gang policies: the job holds them and waits), 0 not, <0 error. */
+ * workers placed (no-gang policies: the job holds them and waits), 0 not (its reason
+ * then says what the placer found), <0 error. */
 static int try_place(Sched *s, SchedJob *j, bool use_blocked)
 {
     uint32_t workers = j->req.workers - (uint32_t)j->pl.n_workers;
@@ -567,9 +571,9 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
     uint64_t stamp = use_blocked ? s->mask_stamp : s->free_stamp;
     buf_reset(&s->why);
     if (memo && s->failed_stamp[shape] == stamp && workers >= s->failed_workers[shape]) {
-        const SchedJob *first = s->failed_job[shape];
-        if (first && first != j)
-            memcpy(j->reason, first->reason, sizeof(j->reason));
+        /* the placer's words for the shape, not what the cycle then told the job that
+         * first failed (that it holds a reservation, say: this one does not) */
+        memcpy(j->reason, s->failed_why[shape], sizeof(j->reason));
         return 0;
     }
     Request req = j->req;
@@ -595,10 +599,12 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
         if (placed == 0)
             return 2;
     }
+    if (placed == 0)
+        reason_set(j, buf_str(&s->why));
     if (placed == 0 && memo) {
         if (s->failed_stamp[r->shape] != stamp || r->workers < s->failed_workers[r->shape]) {
             s->failed_workers[r->shape] = r->workers;
-            s->failed_job[r->shape] = j;
+            memcpy(s->failed_why[r->shape], j->reason, sizeof(j->reason));
         }
         s->failed_stamp[r->shape] = stamp;
     }
@@ -657,8 +663,7 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
         s->taken[s->res_nodes[i]] = 1;
     s->ctx->blocked = s->taken;
     for (;;) {
-        buf_reset(&s->why);
-        placed = place_job(s->ctx, s->c, &g->req, &look, &s->why);
+        placed = place_job(s->ctx, s->c, &g->req, &look, NULL);
         if (placed != 0 || released == n_order)
             break;
         SchedJob *r = order[released++];
@@ -694,8 +699,7 @@ static int places_without(Sched *s, const SchedJob *g, SchedJob **gone, size_t n
     for (size_t i = 0; i < n; i++)
         place_release(s->c, &gone[i]->pl);
     Placement look = {0};
-    buf_reset(&s->why);
-    int placed = place_job(s->ctx, s->c, &g->req, &look, &s->why);
+    int placed = place_job(s->ctx, s->c, &g->req, &look, NULL);
     if (placed == 1 || look.n_workers)
         place_undo(s->c, &look);
     placement_free(&look);
@@ -939,24 +943,16 @@ static int stop_victims(Sched *s, SchedJob *j, SchedJob **victims, size_t n, int
     return err;
 }
 
-/* Whether a node kept from j by a reservation could take one of its workers. */
-static bool blocked_room(Sched *s, const SchedJob *j)
+/* The reservation keeping j from a node that could take one of its workers, or
+ * SCHED_NONE. */
+static uint32_t blocked_room(Sched *s, const SchedJob *j)
 {
     for (size_t i = 0; i < s->n_res_nodes; i++) {
         uint32_t n = s->res_nodes[i];
         if (s->blocked[n] && place_node_capacity(s->ctx, s->c, n, &j->req, 1) > 0)
-            return true;
+            return s->node_res[n];
     }
-    return false;
-}
-
-static void set_reason(SchedJob *j, const char *text)
-{
-    size_t n = strlen(text);
-    if (n >= sizeof(j->reason))
-        n = sizeof(j->reason) - 1;
-    memcpy(j->reason, text, n);
-    j->reason[n] = '\0';
+    return SCHED_NONE;
 }
 
 static int start_job(Sched *s, SchedJob *j, int64_t now, SchedDecisions *out)
@@ -1042,14 +1038,15 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         j->held_back = SCHED_HELD_QUOTA;
         /* a team past its monthly budget starts only production work */
         if (s->ten.teams[slot].over_budget && j->priority != PRIO_PRODUCTION) {
-            set_reason(j, s->ten.teams[slot].budget_reason);
+            reason_set(j, s->ten.teams[slot].budget_reason);
             continue;
         }
         if (s->ten.quotas && !tenancy_within_burst(&s->ten, slot, units)) {
-            set_reason(j, "its team is at its burst limit");
+            reason_burst(s, j, slot, units);
             if (s->victims_for[j->id]) {
                 j->held_back = SCHED_HELD_PREEMPTING;
-                set_reason(j, "waiting for its team's lower-priority work to stop");
+                reason_victims(s, j, "waiting for its team's lower-priority work to stop", running,
+                               n_running, now);
                 continue;
             }
             /* its own team's lower classes yield their quota to it (preempt.h): to the
@@ -1066,8 +1063,10 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
                 free(victims);
                 if (n_victims) {
                     j->held_back = SCHED_HELD_PREEMPTING;
-                    set_reason(j, "preempting its team's lower-priority work to make room in "
-                                  "its quota");
+                    reason_victims(s, j,
+                                   "preempting its team's lower-priority work to make room in "
+                                   "its quota",
+                                   running, n_running, now);
                 }
             }
             continue;
@@ -1090,17 +1089,16 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         if (placed == 2) {
             /* part of a gang under a no-gang policy: it holds those workers and waits */
             j->units = placement_units(c, &j->pl);
-            set_reason(j, "placed some of its workers; the others wait for room");
+            reason_set(j, "placed some of its workers; the others wait for room");
             continue;
         }
-        /* the placer's words, when it was asked this cycle (a shape that failed earlier
-         * in the cycle keeps the reason it had) */
-        const char *why = s->why.len ? buf_str(&s->why) : NULL;
+        /* the job's reason holds the placer's words now; what follows may say more */
         if (j->req.kind == REQ_GPUS && units >= GPU_UNITS)
             whole_wanted += units / GPU_UNITS;
         if (s->victims_for[j->id]) {
             j->held_back = SCHED_HELD_PREEMPTING;
-            set_reason(j, "waiting for preempted work to stop");
+            reason_victims(s, j, "waiting for the work preempted for it to stop", running,
+                           n_running, now);
             continue;
         }
         bool may_preempt = s->cfg.preempt != SCHED_PREEMPT_NONE &&
@@ -1117,7 +1115,8 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             free(victims);
             if (n_victims) {
                 j->held_back = SCHED_HELD_PREEMPTING;
-                set_reason(j, "preempting lower-priority or borrowed work to make room");
+                reason_victims(s, j, "preempting lower-priority or borrowed work to make room",
+                               running, n_running, now);
                 continue;
             }
         }
@@ -1130,21 +1129,21 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
                 /* its time has come: move the backfill in its way, if that is all */
                 err = move_backfill(s, j, (uint32_t)before, running, n_running, now, out);
                 if (!err && s->victims_for[j->id]) {
-                    set_reason(j, "waiting for the work on its reserved nodes to move");
+                    reason_victims(s, j,
+                                   "its reserved nodes are being freed: the preemptible work "
+                                   "that used them meanwhile moves",
+                                   running, n_running, now);
                     continue;
                 }
             }
             if (!err && s->n_res > before) {
-                set_reason(j, "a gang at the head of the queue: its nodes are reserved for when "
-                              "running work ends");
+                reason_holds(s, j, (uint32_t)before, now);
                 continue;
             }
         }
-        if (use_blocked && blocked_room(s, j))
-            set_reason(j, "the nodes with room for it are reserved for jobs ahead of it in the "
-                          "queue");
-        else if (why)
-            set_reason(j, why);
+        uint32_t kept = use_blocked ? blocked_room(s, j) : SCHED_NONE;
+        if (kept != SCHED_NONE)
+            reason_kept(s, j, kept, now);
     }
     if (!err && s->cfg.drain)
         err = drain(s, whole_wanted, running, n_running, now, out);

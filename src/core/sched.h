@@ -65,7 +65,7 @@ typedef struct SchedConfig {
 /* Defaults for gpuorch (priority order, quota-aware preemption, backfill, drain). */
 void sched_config_gpuorch(SchedConfig *cfg);
 
-#define SCHED_REASON_LEN 200
+#define SCHED_REASON_LEN 512
 
 /* Fields are ordered so that what a cycle reads for every waiting job comes first. */
 typedef struct SchedJob {
@@ -156,6 +156,13 @@ typedef struct SchedBucket {
     size_t live; /* entries still queued (the others are dropped on the next walk) */
 } SchedBucket;
 
+/* The burst-limit sentence last written for a team (reason.c), and what it says. */
+typedef struct SchedBurstWhy {
+    uint64_t cycle;
+    double held, units;
+    char text[SCHED_REASON_LEN];
+} SchedBurstWhy;
+
 typedef struct Sched {
     Cluster *c;
     PlaceCtx *ctx;
@@ -178,12 +185,13 @@ typedef struct Sched {
     uint8_t *prio_of;      /* by job id: a waiting job's class, set with rank */
     size_t ids_cap;
     uint64_t *team_yield_cycle; /* by team slot: the cycle it last asked its lower classes */
+    SchedBurstWhy *burst_why;   /* by team slot */
     uint8_t *blocked;           /* scratch node mask for one placement */
     uint8_t *taken;             /* scratch: nodes reserved, while planning another reservation */
     /* per cycle: fewest workers of a shape that failed to place, per blocking mask */
     uint32_t *failed_workers;
-    uint64_t *failed_stamp;      /* the memo stamp the failure was seen under */
-    const SchedJob **failed_job; /* the first job of the shape that failed (its reason) */
+    uint64_t *failed_stamp;               /* the memo stamp the failure was seen under */
+    char (*failed_why)[SCHED_REASON_LEN]; /* the placer's words for the shape's failure */
     size_t n_shapes;
     uint64_t cycle;
     /* memo stamps: a failure holds while the stamp it was seen under is current. One for
