@@ -44,8 +44,9 @@ export function lineChart({ t, series, yMax, width = 560, height = 180, label })
   }, parts);
 }
 
-// rows: [{label, value, text}]: one bar each, longest = the largest value.
-export function barChart({ rows, width = 560, label }) {
+// rows: [{label, value, text}]: one bar each, longest = the largest value; cls: the
+// bars' class ('bar', or 'bar idle' for idle capacity).
+export function barChart({ rows, width = 560, label, cls = 'bar' }) {
   const barH = 22;
   const gap = 6;
   const labelW = 170;
@@ -58,7 +59,7 @@ export function barChart({ rows, width = 560, label }) {
     const bw = Math.max(r.value > 0 ? 2 : 0, (r.value / max) * w);
     return svg('g', {},
       svg('text', { x: labelW - 8, y: y0 + barH / 2 + 4, 'text-anchor': 'end', class: 'tick' }, r.label),
-      svg('rect', { x: labelW, y: y0, width: bw.toFixed(1), height: barH, rx: 3, class: 'bar' }),
+      svg('rect', { x: labelW, y: y0, width: bw.toFixed(1), height: barH, rx: 3, class: cls }),
       svg('text', { x: labelW + bw + 6, y: y0 + barH / 2 + 4, class: 'tick' }, r.text));
   });
   return svg('svg', {

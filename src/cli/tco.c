@@ -379,13 +379,14 @@ static int usage_from_csv(const TcoArgs *a, TcoReport *rep, Usage *u)
     }
     CsvReader csv;
     csv_init(&csv, data, len);
-    int rc = 2, col_hours = -1, col_month = -1, col_team = -1;
+    int rc = 2, col_hours = -1, col_month = -1, col_team = -1, col_kind = -1;
     size_t idle = 0;
     double total = 0;
     if ((r = csv_next(&csv)) == 1) {
         col_hours = csv_column(&csv, "gpu_hours");
         col_month = csv_column(&csv, "month");
         col_team = csv_column(&csv, "team");
+        col_kind = csv_column(&csv, "kind");
     }
     if (col_hours < 0) {
         client_error(a->c,
@@ -402,9 +403,12 @@ static int usage_from_csv(const TcoArgs *a, TcoReport *rep, Usage *u)
                          csv.line, csv.nfields > (size_t)col_hours ? csv.fields[col_hours] : "");
             goto out;
         }
-        /* Idle showback lines are capacity nobody used, not usage. */
-        if (col_team >= 0 && (size_t)col_team < csv.nfields &&
-            !strcmp(csv.fields[col_team], IDLE_TEAM)) {
+        /* Idle showback lines are capacity nobody used, not usage (marked by their kind,
+         * and by their team in files from before the kind column) */
+        if ((col_kind >= 0 && (size_t)col_kind < csv.nfields &&
+             !strcmp(csv.fields[col_kind], "idle")) ||
+            (col_team >= 0 && (size_t)col_team < csv.nfields &&
+             !strcmp(csv.fields[col_team], IDLE_TEAM))) {
             idle++;
             continue;
         }

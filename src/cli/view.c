@@ -735,7 +735,8 @@ static void group_value(Table *t, const json_t *row, const char *key)
         table_cell(t, "-");
 }
 
-static void usage_numbers(Table *t, const json_t *o)
+/* The numbers of a row or a subtotal; idle capacity has no jobs ("-"). */
+static void usage_numbers(Table *t, const json_t *o, bool idle)
 {
     double hours = 0, cost = 0;
     json_int_t jobs;
@@ -743,10 +744,27 @@ static void usage_numbers(Table *t, const json_t *o)
     jnum(o, "cost_usd", &cost);
     table_cell(t, "%.2f", hours);
     table_cell(t, "%.2f", cost);
-    if (jint(o, "jobs", &jobs))
+    if (!idle && jint(o, "jobs", &jobs))
         table_cell(t, "%lld", (long long)jobs);
     else
         table_cell(t, "-");
+}
+
+static bool row_is_idle(const json_t *row)
+{
+    const char *kind = json_string_value(json_object_get(row, "kind"));
+    return kind && !strcmp(kind, "idle");
+}
+
+/* A line LABEL ... numbers, for the total and its parts (none when the reply has no o). */
+static void usage_subtotal(Table *t, const char *label, const json_t *o, size_t n_group_cols)
+{
+    if (!json_is_object(o))
+        return;
+    table_cell(t, "%s", label);
+    for (size_t k = 1; k < n_group_cols; k++)
+        table_cell(t, "%s", "");
+    usage_numbers(t, o, !strcmp(label, "IDLE"));
 }
 
 int view_usage(const json_t *reply, size_t width, Buf *out, Buf *err)
@@ -781,22 +799,27 @@ int view_usage(const json_t *reply, size_t width, Buf *out, Buf *err)
     cols[n_cols - 2] = (TableCol){"COST USD", COL_RIGHT, 0, 0, 0};
     cols[n_cols - 1] = (TableCol){"JOBS", COL_RIGHT, 0, 0, 0};
 
+    /* use rows, then idle rows (the server sorts them so), each block closed by its
+     * subtotal when the report has idle rows: idle never reads as some group's use */
+    bool any_idle = false;
     const json_t *row;
+    json_array_foreach(rows, i, row) any_idle |= row_is_idle(row);
+    bool idle_block = false;
     json_array_foreach(rows, i, row)
     {
+        if (row_is_idle(row) && !idle_block) {
+            usage_subtotal(&t, "USE", json_object_get(reply, "use"), MAX(n_by, 1));
+            idle_block = true;
+        }
         if (!n_by)
             table_cell(&t, "%s", "");
         for (k = 0; k < n_by; k++)
             group_value(&t, row, json_string_value(json_array_get(by, k)));
-        usage_numbers(&t, row);
+        usage_numbers(&t, row, row_is_idle(row));
     }
-    const json_t *total = json_object_get(reply, "total");
-    if (json_is_object(total)) {
-        table_cell(&t, "TOTAL");
-        for (k = 1; k < MAX(n_by, 1); k++)
-            table_cell(&t, "%s", "");
-        usage_numbers(&t, total);
-    }
+    if (any_idle)
+        usage_subtotal(&t, "IDLE", json_object_get(reply, "idle"), MAX(n_by, 1));
+    usage_subtotal(&t, "TOTAL", json_object_get(reply, "total"), MAX(n_by, 1));
     json_int_t from, to;
     if (jint(reply, "from_ms", &from) && jint(reply, "to_ms", &to)) {
         buf_puts(out, "usage from ");

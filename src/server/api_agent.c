@@ -11,6 +11,7 @@
  * An agent token bound to a node (auth.h) heartbeats for that node only and uploads only
  * the logs of workers that ran there; an unbound one may act for any node. */
 #include "server/api.h"
+#include "server/nodespan.h"
 #include "server/placement_json.h"
 #include "server/provider.h"
 #include "util/log.h"
@@ -422,6 +423,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         } else if (presence == NODE_UP) {
             cluster_set_schedulable(s->c, (uint32_t)idx, true);
         }
+        nodespan_update(s, (uint32_t)idx, now);
         server_kick(s);
     }
     ns->last_seen_ms = now;

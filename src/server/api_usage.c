@@ -2,14 +2,15 @@
  * run inside a window, grouped by any of team, project, pool, model and tier. Closed
  * run segments come from the store; runs still going count from their start to now.
  *
- * Owned and reserved capacity is paid for whether it is used or not, so each such pool
- * adds a showback line for what sat idle in the window (team and project "(idle)"): its
- * capacity less what was allocated on it. The report's total is then what the cluster
- * cost: allocations on on-demand and spot pools, plus all owned and reserved capacity.
+ * Idle showback: what the cluster's counted capacity (nodespan.h: a node while its
+ * tier's rule counts it, from the store's spans) held no job for. Each span's idle is
+ * its capacity less the allocations on its node inside it; idle rows (team and project
+ * "(idle)", kind "idle") are rows of their own under every grouping, never folded into
+ * the use of a pool, model or tier. The report's total is then use + idle.
  *
- * Every number is an integer of millionths (metering.h), metered once per segment; rows
- * and totals are sums of them, so they add up exactly under any grouping, and the idle
- * line of a pool plus its allocations is exactly its capacity. */
+ * Every number is an integer of millionths (metering.h), metered once per segment (and
+ * once per part of a segment inside a span, for idle); rows and totals are sums of
+ * them, so use + idle = total exactly under any grouping. */
 #include "server/api.h"
 
 #include "server/metering.h"
@@ -27,8 +28,9 @@ enum { KEY_TEAM, KEY_PROJECT, KEY_POOL, KEY_MODEL, KEY_TIER, KEY_COUNT };
 static const char *const key_names[KEY_COUNT] = {"team", "project", "pool", "model", "tier"};
 
 typedef struct UsageRow {
-    char *key;            /* the group's values joined by '\x1f' (hash key) */
+    char *key;            /* kind, then the group's values, joined by '\x1f' (hash key) */
     char *val[KEY_COUNT]; /* the group's values (NULL: none), for the grouped keys */
+    bool idle;            /* idle capacity, not use */
     Meter m;
     int64_t *jobs; /* the jobs that ran in it (duplicates until counted) */
     size_t n_jobs, jobs_cap;
@@ -42,8 +44,10 @@ typedef struct Usage {
     size_t n_rows, rows_cap;
     uint32_t *slot; /* hash table of row index + 1, 0 = empty */
     size_t n_slots;
-    Meter *pool_alloc; /* by cluster pool: allocations metered in the window */
-    size_t last_pool;  /* the pool the last segment named (segments come in runs) */
+    MeterSpan *spans; /* counted capacity in the window, sorted by node (with_idle) */
+    size_t n_spans, spans_cap;
+    char **span_strs; /* per span (its tag): node, pool, model, tier, owned */
+    size_t span_strs_cap;
     int err;
 } Usage;
 
@@ -57,7 +61,10 @@ static void usage_free(Usage *u)
     }
     free(u->rows);
     free(u->slot);
-    free(u->pool_alloc);
+    for (size_t i = 0; i < 4 * u->n_spans; i++)
+        free(u->span_strs[i]);
+    free(u->span_strs);
+    free(u->spans);
 }
 
 static uint64_t fnv1a(const char *s)
@@ -85,10 +92,12 @@ static int rehash(Usage *u, size_t n_slots)
     return 0;
 }
 
-/* The row of a segment's group, created on first use; NULL when out of memory. */
-static UsageRow *row_for(Usage *u, const char *const vals[KEY_COUNT])
+/* The row of a group (of use, or of idle capacity), created on first use; NULL when out
+ * of memory. Use rows sort before idle rows. */
+static UsageRow *row_for(Usage *u, bool idle, const char *const vals[KEY_COUNT])
 {
     Buf key = {0};
+    buf_puts(&key, idle ? "1\x1f" : "0\x1f");
     for (size_t i = 0; i < u->n_keys; i++) {
         const char *v = vals[u->keys[i]];
         buf_puts(&key, v && *v ? v : "");
@@ -110,7 +119,7 @@ static UsageRow *row_for(Usage *u, const char *const vals[KEY_COUNT])
         return NULL;
     }
     UsageRow *r = &u->rows[u->n_rows];
-    *r = (UsageRow){.key = buf_steal(&key)};
+    *r = (UsageRow){.key = buf_steal(&key), .idle = idle};
     bool oom = !r->key;
     for (size_t i = 0; i < u->n_keys; i++) {
         const char *v = vals[u->keys[i]];
@@ -133,48 +142,27 @@ static void meter_add(Meter *to, Meter m)
     to->cost_micro_usd += m.cost_micro_usd;
 }
 
-/* The cluster pool a segment ran on, by name, or -1 (a pool since removed). */
-static int pool_index(Usage *u, const Cluster *c, const char *name)
-{
-    if (!name)
-        return -1;
-    if (u->last_pool < c->n_pools && !strcmp(c->pools[u->last_pool].name, name))
-        return (int)u->last_pool;
-    for (size_t p = 0; p < c->n_pools; p++)
-        if (!strcmp(c->pools[p].name, name)) {
-            u->last_pool = p;
-            return (int)p;
-        }
-    return -1;
-}
-
-/* Count one run segment, clipped to the window, on pool (a cluster pool or -1). */
-static int add_segment(Usage *u, const StoreUsage *s, int pool)
+/* Count one run segment, clipped to the window: into its row, and into the spans of
+ * counted capacity on its node (for idle). */
+static int add_segment(Usage *u, const StoreUsage *s)
 {
     int64_t from = MAX(s->start_ms, u->from_ms), to = MIN(s->end_ms, u->to_ms);
     if (to <= from)
         return 0;
     const char *vals[KEY_COUNT] = {s->team, s->project, s->pool, s->model, s->tier};
-    UsageRow *r = row_for(u, vals);
+    UsageRow *r = row_for(u, false, vals);
     if (!r || GROW(r->jobs, r->jobs_cap, r->n_jobs + 1) < 0)
         return u->err = -ENOMEM;
-    Meter m = metering_of(metering_units(s->gpu_equivalents), to - from, s->price_micro_usd);
-    meter_add(&r->m, m);
-    if (pool >= 0)
-        meter_add(&u->pool_alloc[pool], m);
+    int64_t units = metering_units(s->gpu_equivalents);
+    meter_add(&r->m, metering_of(units, to - from, s->price_micro_usd));
+    metering_spans_alloc(u->spans, u->n_spans, s->node, units, from, to, s->price_micro_usd);
     r->jobs[r->n_jobs++] = s->job;
     return 0;
 }
 
-typedef struct Closed {
-    Usage *u;
-    const Cluster *c;
-} Closed;
-
 static int add_closed(void *arg, const StoreUsage *s)
 {
-    Closed *cl = arg;
-    return add_segment(cl->u, s, pool_index(cl->u, cl->c, s->pool));
+    return add_segment(arg, s);
 }
 
 /* Runs still going: from their start to now, per worker (workers may sit in different
@@ -198,11 +186,12 @@ static int add_open(Usage *u, Server *s, int64_t now)
                               .pool = p->name,
                               .model = node_model(s->c, n)->name,
                               .tier = tier_name(p->tier),
+                              .node = n->name,
                               .gpu_equivalents = (double)worker_units(s->c, wa) / GPU_UNITS,
                               .price_micro_usd = p->price_micro_usd,
                               .start_ms = old ? j->moved_from_ms : j->pl_from_ms,
                               .end_ms = now};
-            int r = add_segment(u, &seg, (int)n->pool);
+            int r = add_segment(u, &seg);
             if (r < 0)
                 return r;
         }
@@ -210,28 +199,45 @@ static int add_open(Usage *u, Server *s, int64_t now)
     return 0;
 }
 
-/* Showback: the capacity of each owned and reserved pool that no allocation used in
- * the window. Rounded down like the allocations, so it is never below them; a pool
- * that was used all the time has no line. Lock held. */
-static int add_idle(Usage *u, const Cluster *c)
+/* A span of counted capacity from the store, kept with copies of its names (the
+ * store's strings last only for the call). */
+static int keep_span(void *arg, const StoreNodeSpan *sp)
 {
-    for (size_t p = 0; p < c->n_pools; p++) {
-        const Pool *pool = &c->pools[p];
-        if (pool->tier != TIER_OWNED && pool->tier != TIER_RESERVED)
-            continue;
-        /* the nodes there now (an autoscaled pool's absent ones are not paid for) */
-        int64_t gpus = 0;
-        for (size_t n = 0; n < c->n_nodes; n++)
-            if (c->nodes[n].pool == p && node_present(&c->nodes[n]))
-                gpus += c->nodes[n].n_gpus;
-        Meter cap = metering_capacity(gpus, u->to_ms - u->from_ms, pool->price_micro_usd);
-        Meter idle = {MAX(cap.micro_hours - u->pool_alloc[p].micro_hours, (int64_t)0),
-                      MAX(cap.cost_micro_usd - u->pool_alloc[p].cost_micro_usd, (int64_t)0)};
+    Usage *u = arg;
+    if (sp->end_ms <= sp->start_ms)
+        return 0;
+    if (GROW(u->spans, u->spans_cap, u->n_spans + 1) < 0 ||
+        GROW(u->span_strs, u->span_strs_cap, 4 * (u->n_spans + 1)) < 0)
+        return -ENOMEM;
+    char **str = &u->span_strs[4 * u->n_spans];
+    const char *from[4] = {sp->node, sp->pool, sp->model, sp->tier};
+    bool oom = false;
+    for (int i = 0; i < 4; i++) {
+        str[i] = from[i] ? strdup(from[i]) : NULL;
+        oom |= from[i] && !str[i];
+    }
+    /* counted before a failure returns, so usage_free frees what was copied */
+    u->spans[u->n_spans] = (MeterSpan){.node = str[0] ? str[0] : "",
+                                       .start_ms = sp->start_ms,
+                                       .end_ms = sp->end_ms,
+                                       .gpus = sp->gpus,
+                                       .price_micro_usd = sp->price_micro_usd,
+                                       .tag = u->n_spans};
+    u->n_spans++;
+    return oom ? -ENOMEM : 0;
+}
+
+/* The idle rows: each span's capacity that no allocation on its node used, under the
+ * span's pool, model and tier. A span that was used all the time adds nothing. */
+static int add_idle(Usage *u)
+{
+    for (size_t i = 0; i < u->n_spans; i++) {
+        Meter idle = metering_span_idle(&u->spans[i]);
         if (!idle.micro_hours && !idle.cost_micro_usd)
             continue;
-        const char *vals[KEY_COUNT] = {IDLE, IDLE, pool->name, c->models[pool->model].m.name,
-                                       tier_name(pool->tier)};
-        UsageRow *r = row_for(u, vals);
+        char *const *str = &u->span_strs[4 * u->spans[i].tag];
+        const char *vals[KEY_COUNT] = {IDLE, IDLE, str[1], str[2], str[3]};
+        UsageRow *r = row_for(u, true, vals);
         if (!r)
             return u->err = -ENOMEM;
         meter_add(&r->m, idle);
@@ -342,7 +348,7 @@ static void reply_csv(const Usage *u, const size_t *jobs, HttpResponse *rp)
     Buf b = {0};
     for (size_t i = 0; i < u->n_keys; i++)
         buf_printf(&b, "%s,", key_names[u->keys[i]]);
-    buf_puts(&b, "gpu_hours,cost_usd,jobs\n");
+    buf_puts(&b, "gpu_hours,cost_usd,jobs,kind\n");
     for (size_t r = 0; r < u->n_rows; r++) {
         const UsageRow *row = &u->rows[r];
         for (size_t i = 0; i < u->n_keys; i++) {
@@ -352,7 +358,7 @@ static void reply_csv(const Usage *u, const size_t *jobs, HttpResponse *rp)
         put_micro(&b, row->m.micro_hours);
         buf_putc(&b, ',');
         put_micro(&b, row->m.cost_micro_usd);
-        buf_printf(&b, ",%zu\n", jobs[r]);
+        buf_printf(&b, ",%zu,%s\n", jobs[r], row->idle ? "idle" : "use");
     }
     buf_free(&rp->body);
     rp->body = b;
@@ -366,12 +372,13 @@ static json_t *totals_json(Meter m, size_t jobs)
                      micro_json(m.cost_micro_usd), "jobs", (json_int_t)jobs);
 }
 
+/* The rows, the total, and the total's two parts: use and idle. */
 static void reply_json(const Usage *u, const size_t *jobs, size_t total_jobs, HttpResponse *rp)
 {
     json_t *keys = json_array(), *rows = json_array();
     for (size_t i = 0; i < u->n_keys; i++)
         json_array_append_new(keys, json_string(key_names[u->keys[i]]));
-    Meter total = {0, 0};
+    Meter total = {0, 0}, part[2] = {{0, 0}, {0, 0}};
     for (size_t r = 0; r < u->n_rows; r++) {
         const UsageRow *row = &u->rows[r];
         json_t *o = totals_json(row->m, jobs[r]);
@@ -379,13 +386,16 @@ static void reply_json(const Usage *u, const size_t *jobs, size_t total_jobs, Ht
             const char *v = row->val[u->keys[i]];
             json_object_set_new(o, key_names[u->keys[i]], v ? json_string(v) : json_null());
         }
+        json_object_set_new(o, "kind", json_string(row->idle ? "idle" : "use"));
         json_array_append_new(rows, o);
         meter_add(&total, row->m);
+        meter_add(&part[row->idle], row->m);
     }
     http_reply_json(rp, 200,
-                    json_pack("{s:I,s:I,s:o,s:o,s:o}", "from_ms", (json_int_t)u->from_ms, "to_ms",
-                              (json_int_t)u->to_ms, "group_by", keys, "rows", rows, "total",
-                              totals_json(total, total_jobs)));
+                    json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:o}", "from_ms", (json_int_t)u->from_ms,
+                              "to_ms", (json_int_t)u->to_ms, "group_by", keys, "rows", rows,
+                              "total", totals_json(total, total_jobs), "use",
+                              totals_json(part[0], total_jobs), "idle", totals_json(part[1], 0)));
 }
 
 void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
@@ -400,7 +410,7 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
         r = parse_ms(rq, "from", u.to_ms - USAGE_DEFAULT_WINDOW_MS, &u.from_ms, &err);
     if (r == 0)
         r = parse_group_by(http_query(rq, "group_by"), &u, &err);
-    /* nothing is metered yet after now; idle capacity included */
+    /* nothing is metered yet after now, idle capacity included */
     u.to_ms = MIN(u.to_ms, now);
     if (r == 0 && u.from_ms >= u.to_ms) {
         buf_printf(&err, "query 'from' must be before 'to' and before now");
@@ -431,13 +441,14 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
     /* Under the lock, so that a run closing meanwhile is counted once: its closed
      * segment is written to the store under the same lock as it leaves the holders. */
     pthread_mutex_lock(&s->lock);
-    Closed cl = {&u, s->c};
-    u.pool_alloc = calloc(s->c->n_pools + 1, sizeof(*u.pool_alloc));
-    r = u.pool_alloc ? store_usage_query(s->store, u.from_ms, u.to_ms, add_closed, &cl) : -ENOMEM;
+    r = with_idle ? store_node_spans_query(s->store, u.from_ms, u.to_ms, keep_span, &u) : 0;
+    metering_spans_sort(u.spans, u.n_spans);
+    if (r == 0)
+        r = store_usage_query(s->store, u.from_ms, u.to_ms, add_closed, &u);
     if (r == 0 && !u.err)
         r = add_open(&u, s, u.to_ms);
-    if (r == 0 && !u.err && with_idle)
-        r = add_idle(&u, s->c);
+    if (r == 0 && !u.err)
+        r = add_idle(&u);
     pthread_mutex_unlock(&s->lock);
     if (r < 0 || u.err) {
         http_reply_error(rp, 500,

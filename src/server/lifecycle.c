@@ -8,6 +8,7 @@
  * node is lost, the job's workers elsewhere are stopped (with a checkpoint signal) and
  * the job is requeued to resume from its latest checkpoint. */
 #include "server/metering.h"
+#include "server/nodespan.h"
 #include "server/placement_json.h"
 #include "server/provider.h"
 #include "server/state.h"
@@ -213,6 +214,7 @@ void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t f
                         .pool = p->name,
                         .model = node_model(s->c, n)->name,
                         .tier = tier_name(p->tier),
+                        .node = n->name,
                         .gpu_equivalents = worker_eq(s->c, wa),
                         .price_micro_usd = p->price_micro_usd,
                         .start_ms = from_ms,
@@ -443,6 +445,7 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
     ns->liveness = NODE_LOST;
     cluster_set_away(s->c, node, AWAY_LOST);
     provider_node_lost(s, node);
+    nodespan_update(s, node, now_ms);
     log_error("event=node_lost node=%s silent_ms=%lld", s->c->nodes[node].name,
               (long long)(server_mono_ms() - ns->seen_mono_ms));
     /* walk a copy: finishing a run takes the job off the holding list */

@@ -1,5 +1,6 @@
-/* metering.c: the metering rule shared by chargeback (api_usage.c) and budgets, and the
- * teams' month-to-date GPU-hours behind their budgets.
+/* metering.c: the metering rule shared by chargeback (api_usage.c) and budgets, the idle
+ * left in each span of a node's counted capacity, and the teams' month-to-date GPU-hours
+ * behind their budgets.
  *
  * A team's month is counted once from the store (at the first cycle, and again when a
  * month begins), then kept current cheaply: each run segment that closes is added as
@@ -14,6 +15,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -42,6 +44,55 @@ Meter metering_of(int64_t units, int64_t ms, int64_t price_micro_usd)
 Meter metering_capacity(int64_t gpus, int64_t ms, int64_t price_micro_usd)
 {
     return metering_of(gpus * GPU_UNITS, ms, price_micro_usd);
+}
+
+/* ---- idle showback ---- */
+
+static int span_cmp(const void *a, const void *b)
+{
+    const MeterSpan *x = a, *y = b;
+    int c = strcmp(x->node, y->node);
+    if (c)
+        return c;
+    return x->start_ms < y->start_ms ? -1 : x->start_ms > y->start_ms;
+}
+
+void metering_spans_sort(MeterSpan *spans, size_t n)
+{
+    if (n)
+        qsort(spans, n, sizeof(*spans), span_cmp);
+}
+
+void metering_spans_alloc(MeterSpan *spans, size_t n, const char *node, int64_t units,
+                          int64_t start_ms, int64_t end_ms, int64_t price_micro_usd)
+{
+    if (!node || end_ms <= start_ms)
+        return;
+    /* the first span of the node that ends after the allocation starts: a node's spans
+     * do not overlap, so in start order their ends are in order too */
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(spans[mid].node, node);
+        if (c < 0 || (c == 0 && spans[mid].end_ms <= start_ms))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < n && !strcmp(spans[i].node, node) && spans[i].start_ms < end_ms; i++) {
+        Meter m =
+            metering_of(units, MIN(end_ms, spans[i].end_ms) - MAX(start_ms, spans[i].start_ms),
+                        price_micro_usd);
+        spans[i].alloc.micro_hours += m.micro_hours;
+        spans[i].alloc.cost_micro_usd += m.cost_micro_usd;
+    }
+}
+
+Meter metering_span_idle(const MeterSpan *sp)
+{
+    Meter cap = metering_capacity(sp->gpus, sp->end_ms - sp->start_ms, sp->price_micro_usd);
+    return (Meter){MAX(cap.micro_hours - sp->alloc.micro_hours, (int64_t)0),
+                   MAX(cap.cost_micro_usd - sp->alloc.cost_micro_usd, (int64_t)0)};
 }
 
 int64_t metering_month_start_ms(int64_t now_ms)

@@ -1,5 +1,6 @@
 /* metering.h: what a run segment (one worker of one run, on one pool, for a span of
- * time) is metered at, and the teams' use of their monthly GPU-hour budgets.
+ * time) is metered at, what a node's counted capacity left idle, and the teams' use of
+ * their monthly GPU-hour budgets.
  *
  * Exactness: a segment is held GPU_UNITS x ms (an integer), metered once in millionths
  * of a GPU-hour and millionths of a dollar, each rounded down. Chargeback rows, their
@@ -29,6 +30,33 @@ int64_t metering_units(double gpu_equivalents);
 Meter metering_of(int64_t units, int64_t ms, int64_t price_micro_usd);
 /* The same for `gpus` whole GPUs (a pool's capacity), without overflow for any window. */
 Meter metering_capacity(int64_t gpus, int64_t ms, int64_t price_micro_usd);
+
+/* Idle showback: a span of a node's counted capacity (nodespan.h) within a report's
+ * window, and what the allocations on that node held inside it. Its idle is its
+ * capacity less those allocations, each part of an allocation metered on its own
+ * (rounded down), so the allocations inside a span never add up past its capacity and
+ * idle + allocations inside = capacity, exactly. An allocation outside every span of
+ * its node (it ran while the server was down, or on a node not counted) is use that
+ * takes nothing from idle. */
+typedef struct MeterSpan {
+    const char *node;         /* allocations are matched to the span by node name */
+    int64_t start_ms, end_ms; /* clipped to the window */
+    int64_t gpus;
+    int64_t price_micro_usd; /* per GPU-hour */
+    Meter alloc;             /* the allocations on the node inside the span */
+    size_t tag;              /* the caller's (what the span stands for) */
+} MeterSpan;
+
+/* Order spans by node, then start, as metering_spans_alloc needs them. The spans of one
+ * node must not overlap (a node has one open span at a time). */
+void metering_spans_sort(MeterSpan *spans, size_t n);
+/* `units` held on `node` over [start_ms, end_ms) at price_micro_usd per GPU-hour: the
+ * part inside each span of that node, metered, is added to the span's alloc. */
+void metering_spans_alloc(MeterSpan *spans, size_t n, const char *node, int64_t units,
+                          int64_t start_ms, int64_t end_ms, int64_t price_micro_usd);
+/* The span's capacity (metering_capacity of its GPUs over its length) less its
+ * allocations, each part never below zero. */
+Meter metering_span_idle(const MeterSpan *sp);
 
 /* The start of the UTC calendar month that now_ms falls in, in ms since the epoch. */
 int64_t metering_month_start_ms(int64_t now_ms);

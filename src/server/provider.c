@@ -6,6 +6,7 @@
 #include "server/provider.h"
 
 #include "server/auth.h"
+#include "server/nodespan.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -147,6 +148,7 @@ static void ask(Server *s, uint32_t node, int64_t now)
     ProviderNode *pn = &s->pnodes[node];
     cluster_set_node_state(s->c, node, NODE_STARTING);
     pn->asked_ms = now;
+    nodespan_update(s, node, now);
     if (s->opt.provider == PROVIDER_EXEC)
         run_script(s, "create", node);
     else
@@ -179,6 +181,7 @@ static void give_back(Server *s, uint32_t node)
             log_error("event=store_write_failed what=mig node=%s gpu=%u", n->name, i);
     s->nodes[node].liveness = NODE_UNKNOWN;
     s->nodes[node].seen_mono_ms = server_mono_ms();
+    nodespan_update(s, node, server_now_ms());
     log_info("event=provider_released node=%s", s->c->nodes[node].name);
 }
 

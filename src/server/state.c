@@ -12,6 +12,7 @@
 #include "core/admit.h"
 #include "core/mix.h"
 #include "server/metering.h"
+#include "server/nodespan.h"
 #include "server/placement_json.h"
 #include "server/provider.h"
 #include "server/utilization.h"
@@ -421,6 +422,8 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         buf_printf(err, "cannot read the store %s", o->db_url);
         goto fail;
     }
+    if ((r = nodespan_start(s, err)) < 0)
+        goto fail;
     /* nothing lands on a node before its agent reports */
     int64_t now = server_now_ms();
     for (size_t i = 0; i < s->c->n_nodes; i++) {
@@ -488,6 +491,7 @@ void server_close(Server *s)
         pthread_mutex_unlock(&s->lock);
         pthread_join(s->thread, NULL);
     }
+    nodespan_stop(s, server_now_ms());
     provider_stop(s);
     for (size_t i = 0; i < s->jobs_cap; i++)
         server_job_free(s->jobs[i]);
@@ -976,6 +980,7 @@ static void *sched_main(void *arg)
     while (!s->quit) {
         int64_t now = server_now_ms(), mono = mono_ns() / 1000000;
         server_check_nodes(s, now);
+        nodespan_tick(s, now);
         utilization_sample(s, now);
         if ((s->dirty && mono - last_cycle >= gap) || mono >= next_cycle) {
             s->dirty = false;

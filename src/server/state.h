@@ -123,6 +123,7 @@ typedef struct NodeState {
     char *address;   /* where its workers' peers reach it (MASTER_ADDR), or NULL: the name */
     char *gpus_json; /* the GPUs as its agent last reported them ("[...]"), or NULL */
     int64_t interruption_deadline_ms; /* its cloud takes it back then (wall ms); 0: no notice */
+    int64_t span_id; /* its open span of counted capacity in the store (nodespan.h), 0: none */
 } NodeState;
 
 typedef enum ProviderKind { PROVIDER_NONE, PROVIDER_SIM, PROVIDER_EXEC } ProviderKind;
@@ -194,6 +195,9 @@ typedef struct Server {
     char *agent_token;        /* sim: the token its agents use */
     char *url;                /* sim: where its agents reach the server */
     struct Utilization *util; /* the last hour's samples (utilization.h), NULL until the first */
+
+    /* when the open node spans' ends were last written (nodespan.h), monotonic ms */
+    int64_t span_tick_mono_ms;
 } Server;
 
 /* Load the cluster, open the store (migrating it), load jobs and rebuild the allocation of the

@@ -88,6 +88,23 @@ static const Migration steps[] = {
      " class TEXT PRIMARY KEY,"
      " peak_mib INTEGER NOT NULL CHECK (peak_mib >= 0),"
      " ooms INTEGER NOT NULL CHECK (ooms >= 0)) WITHOUT ROWID;"},
+    /* idle showback counts what was there: each node's spans of counted capacity, less
+     * the allocations on that node within them (so usage names its node) */
+    {"spans of time each node counted as capacity; the node of each usage segment",
+     "CREATE TABLE node_spans ("
+     " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+     " node TEXT NOT NULL,"
+     " pool TEXT, model TEXT, tier TEXT,"
+     " basis TEXT NOT NULL,"
+     " gpus INTEGER NOT NULL CHECK (gpus >= 0),"
+     " price_micro_usd INTEGER NOT NULL CHECK (price_micro_usd >= 0),"
+     " start_ms INTEGER NOT NULL,"
+     " end_ms INTEGER NOT NULL CHECK (end_ms >= start_ms),"
+     " open INTEGER NOT NULL CHECK (open IN (0, 1)));"
+     "CREATE INDEX node_spans_start ON node_spans(start_ms);"
+     "CREATE INDEX node_spans_end ON node_spans(end_ms);"
+     "CREATE INDEX node_spans_open ON node_spans(open) WHERE open = 1;"
+     "ALTER TABLE usage ADD COLUMN node TEXT;"},
 };
 
 int migrations_latest(void)

@@ -28,6 +28,9 @@ enum {
     WS_TOKEN_INSERT,
     WS_MIG_SET,
     WS_LEARNED_SET,
+    WS_SPAN_OPEN,
+    WS_SPAN_END,
+    WS_SPANS_CLOSE_OPEN,
     WS_COUNT
 };
 
@@ -43,6 +46,7 @@ enum {
     RS_TOKEN_COUNT,
     RS_MIG,
     RS_LEARNED,
+    RS_SPANS,
     RS_COUNT
 };
 
@@ -98,6 +102,9 @@ int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const
                        const char *team, const char *node, const char *name, int64_t created_ms,
                        int64_t *ret_id);
 int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *layout_json);
+int sqlite_write_span_open(Store *s, const StoreNodeSpan *span, int64_t *ret_id);
+int sqlite_write_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close);
+int sqlite_write_spans_close_open(Store *s, size_t *ret_n);
 int sqlite_read_ping(Store *s);
 int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg);
 int sqlite_read_events(Store *s, int64_t job,
@@ -117,6 +124,8 @@ int sqlite_read_token_count(Store *s, int64_t *ret);
 int sqlite_read_mig(Store *s,
                     int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
                     void *arg);
+int sqlite_read_spans(Store *s, int64_t from_ms, int64_t to_ms,
+                      int (*fn)(void *arg, const StoreNodeSpan *span), void *arg);
 int sqlite_read_learned(Store *s,
                         int (*fn)(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms),
                         void *arg);

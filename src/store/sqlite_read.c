@@ -16,7 +16,7 @@ const char *const sqlite_read_sql[RS_COUNT] = {
                 "checkpoint_ms, placement_json, queue_key FROM jobs ORDER BY id",
     [RS_EVENTS] = "SELECT t_ms, type, detail FROM events WHERE job = ? ORDER BY t_ms, id",
     [RS_USAGE] = "SELECT job, team, project, pool, model, tier, gpu_equivalents, "
-                 "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2) FROM usage "
+                 "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2), node FROM usage "
                  "WHERE start_ms < ?2 AND end_ms > ?1 AND end_ms > start_ms ORDER BY start_ms, id",
     [RS_TEAMS] = "SELECT name, guaranteed_gpus, burst_gpus, weight FROM teams ORDER BY name",
     [RS_TEAM_BUDGETS] = "SELECT name, budget_gpu_hours FROM team_budgets ORDER BY name",
@@ -24,6 +24,11 @@ const char *const sqlite_read_sql[RS_COUNT] = {
     [RS_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
     [RS_MIG] = "SELECT node, gpu_index, layout_json FROM mig_layouts ORDER BY node, gpu_index",
     [RS_LEARNED] = "SELECT class, peak_mib, ooms FROM learned_memory ORDER BY class",
+    /* an open span is still going: it reaches the window's end */
+    [RS_SPANS] = "SELECT id, node, pool, model, tier, basis, gpus, price_micro_usd, "
+                 "max(start_ms, ?1), CASE WHEN open THEN ?2 ELSE min(end_ms, ?2) END, open "
+                 "FROM node_spans WHERE start_ms < ?2 AND (end_ms > ?1 OR open = 1) "
+                 "AND (end_ms > start_ms OR open = 1) ORDER BY node, start_ms, id",
 };
 
 static const char *col_text(sqlite3_stmt *st, int i)
@@ -138,8 +143,36 @@ int sqlite_read_usage(Store *s, int64_t from_ms, int64_t to_ms,
             .price_micro_usd = sqlite3_column_int64(st, 7),
             .start_ms = sqlite3_column_int64(st, 8),
             .end_ms = sqlite3_column_int64(st, 9),
+            .node = col_text(st, 10),
         };
         r = fn(arg, &u);
+    }
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_spans(Store *s, int64_t from_ms, int64_t to_ms,
+                      int (*fn)(void *arg, const StoreNodeSpan *span), void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_SPANS);
+    sqlite3_bind_int64(st, 1, from_ms);
+    sqlite3_bind_int64(st, 2, to_ms);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreNodeSpan sp = {
+            .id = sqlite3_column_int64(st, 0),
+            .node = col_text(st, 1),
+            .pool = col_text(st, 2),
+            .model = col_text(st, 3),
+            .tier = col_text(st, 4),
+            .basis = col_text(st, 5),
+            .gpus = (uint32_t)sqlite3_column_int64(st, 6),
+            .price_micro_usd = sqlite3_column_int64(st, 7),
+            .start_ms = sqlite3_column_int64(st, 8),
+            .end_ms = sqlite3_column_int64(st, 9),
+            .open = sqlite3_column_int(st, 10) != 0,
+        };
+        r = fn(arg, &sp);
     }
     return read_end(db, st, rc, r);
 }

@@ -23,8 +23,8 @@ const char *const sqlite_write_sql[WS_COUNT] = {
                       "checkpoint_ms = ?, placement_json = ?, queue_key = ? WHERE id = ?",
     [WS_EVENT_INSERT] = "INSERT INTO events (job, t_ms, type, detail) VALUES (?, ?, ?, ?)",
     [WS_USAGE_INSERT] = "INSERT INTO usage (job, team, project, pool, model, tier, "
-                        "gpu_equivalents, price_micro_usd, start_ms, end_ms) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "gpu_equivalents, price_micro_usd, start_ms, end_ms, node) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     [WS_TEAM_SET] = "INSERT INTO teams (name, guaranteed_gpus, burst_gpus, weight) "
                     "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE SET "
                     "guaranteed_gpus = ?2, burst_gpus = ?3, weight = ?4",
@@ -36,6 +36,13 @@ const char *const sqlite_write_sql[WS_COUNT] = {
                    "ON CONFLICT (node, gpu_index) DO UPDATE SET layout_json = ?3",
     [WS_LEARNED_SET] = "INSERT INTO learned_memory (class, peak_mib, ooms) VALUES (?1, ?2, ?3) "
                        "ON CONFLICT (class) DO UPDATE SET peak_mib = ?2, ooms = ?3",
+    [WS_SPAN_OPEN] =
+        "INSERT INTO node_spans (node, pool, model, tier, basis, gpus, "
+        "price_micro_usd, start_ms, end_ms, open) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+    /* a clock stepping back never shortens a span */
+    [WS_SPAN_END] = "UPDATE node_spans SET end_ms = max(end_ms, ?2), open = (open AND NOT ?3) "
+                    "WHERE id = ?1 AND open = 1",
+    [WS_SPANS_CLOSE_OPEN] = "UPDATE node_spans SET open = 0 WHERE open = 1",
 };
 
 /* Bind a string, NULL as NULL; the caller's string outlives the statement's step. */
@@ -141,6 +148,7 @@ static int insert_usage(SqliteStore *db, const WritePart *p, const StoreUsage *u
     sqlite3_bind_int64(st, 8, u->price_micro_usd);
     sqlite3_bind_int64(st, 9, u->start_ms);
     sqlite3_bind_int64(st, 10, u->end_ms);
+    bind_text(st, 11, u->node);
     return sqlite_run(db, db->wdb, st, err);
 }
 
@@ -294,4 +302,96 @@ int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *lay
 {
     MigPart m = {node, index, layout_json};
     return sqlite_commit(sqlite_of(s), apply_mig, NULL, &m, NULL);
+}
+
+typedef struct SpanOpenPart {
+    const StoreNodeSpan *span;
+    int64_t id;
+    int64_t *ret_id;
+} SpanOpenPart;
+
+static int apply_span_open(SqliteStore *db, void *arg, Buf *err)
+{
+    SpanOpenPart *p = arg;
+    const StoreNodeSpan *sp = p->span;
+    sqlite3_stmt *st = db->ws[WS_SPAN_OPEN];
+    bind_text(st, 1, sp->node);
+    bind_text(st, 2, sp->pool);
+    bind_text(st, 3, sp->model);
+    bind_text(st, 4, sp->tier);
+    bind_text(st, 5, sp->basis);
+    sqlite3_bind_int64(st, 6, sp->gpus);
+    sqlite3_bind_int64(st, 7, sp->price_micro_usd);
+    sqlite3_bind_int64(st, 8, sp->start_ms);
+    sqlite3_bind_int64(st, 9, sp->end_ms);
+    int r = sqlite_run(db, db->wdb, st, err);
+    if (r == 0)
+        p->id = sqlite3_last_insert_rowid(db->wdb);
+    return r;
+}
+
+static void publish_span_open(void *arg)
+{
+    SpanOpenPart *p = arg;
+    *p->ret_id = p->id;
+}
+
+int sqlite_write_span_open(Store *s, const StoreNodeSpan *span, int64_t *ret_id)
+{
+    SpanOpenPart p = {span, 0, ret_id};
+    return sqlite_commit(sqlite_of(s), apply_span_open, publish_span_open, &p, NULL);
+}
+
+typedef struct SpansEndPart {
+    const int64_t *ids;
+    size_t n;
+    int64_t end_ms;
+    bool close;
+} SpansEndPart;
+
+static int apply_spans_end(SqliteStore *db, void *arg, Buf *err)
+{
+    const SpansEndPart *p = arg;
+    sqlite3_stmt *st = db->ws[WS_SPAN_END];
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < p->n; i++) {
+        sqlite3_bind_int64(st, 1, p->ids[i]);
+        sqlite3_bind_int64(st, 2, p->end_ms);
+        sqlite3_bind_int(st, 3, p->close);
+        r = sqlite_run(db, db->wdb, st, err);
+    }
+    return r;
+}
+
+int sqlite_write_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close)
+{
+    SpansEndPart p = {ids, n, end_ms, close};
+    return sqlite_commit(sqlite_of(s), apply_spans_end, NULL, &p, NULL);
+}
+
+typedef struct CloseOpenPart {
+    size_t n;
+    size_t *ret_n;
+} CloseOpenPart;
+
+static int apply_spans_close_open(SqliteStore *db, void *arg, Buf *err)
+{
+    CloseOpenPart *p = arg;
+    int r = sqlite_run(db, db->wdb, db->ws[WS_SPANS_CLOSE_OPEN], err);
+    if (r == 0)
+        p->n = (size_t)sqlite3_changes(db->wdb);
+    return r;
+}
+
+static void publish_close_open(void *arg)
+{
+    CloseOpenPart *p = arg;
+    if (p->ret_n)
+        *p->ret_n = p->n;
+}
+
+int sqlite_write_spans_close_open(Store *s, size_t *ret_n)
+{
+    CloseOpenPart p = {0, ret_n};
+    return sqlite_commit(sqlite_of(s), apply_spans_close_open, publish_close_open, &p, NULL);
 }

@@ -117,6 +117,36 @@ int store_usage_query(Store *s, int64_t from_ms, int64_t to_ms,
     return s->ops->usage_query(s, from_ms, to_ms, fn, arg);
 }
 
+int store_node_span_open(Store *s, const StoreNodeSpan *span, int64_t *ret_id)
+{
+    if (!span || !span->node || !*span->node || !span->basis || span->end_ms < span->start_ms ||
+        span->price_micro_usd < 0 || !ret_id)
+        return -EINVAL;
+    return s->ops->span_open(s, span, ret_id);
+}
+
+int store_node_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close)
+{
+    if (n && !ids)
+        return -EINVAL;
+    if (!n)
+        return 0;
+    return s->ops->spans_end(s, ids, n, end_ms, close);
+}
+
+int store_node_spans_close_open(Store *s, size_t *ret_n)
+{
+    return s->ops->spans_close_open(s, ret_n);
+}
+
+int store_node_spans_query(Store *s, int64_t from_ms, int64_t to_ms,
+                           int (*fn)(void *arg, const StoreNodeSpan *span), void *arg)
+{
+    if (from_ms > to_ms || !fn)
+        return -EINVAL;
+    return s->ops->spans_query(s, from_ms, to_ms, fn, arg);
+}
+
 int store_team_set(Store *s, const char *name, double guaranteed_gpus, double burst_gpus,
                    double weight)
 {

@@ -1,7 +1,8 @@
 /* store.h: the server's durable state behind one interface: jobs, their events and
- * usage records, team quota and budget overrides, API tokens (hashed) and the MIG
- * layouts the server set on each node. SQLite (WAL) is the embedded back end; the
- * PostgreSQL back end (libpq) slots in behind the same functions.
+ * usage records, the spans of time each node counted as capacity, team quota and
+ * budget overrides, API tokens (hashed) and the MIG layouts the server set on each
+ * node. SQLite (WAL) is the embedded back end; the PostgreSQL back end (libpq) slots in
+ * behind the same functions.
  *
  * Every write function is durable when it returns 0: the transaction is committed
  * and synced (SQLite: WAL with synchronous=FULL). Concurrent writers are
@@ -68,11 +69,12 @@ typedef struct StoreEvent {
     const char *detail; /* a sentence, or NULL */
 } StoreEvent;
 
-/* One closed run segment, for chargeback: a job held gpu_equivalents of a pool from
- * start to end. */
+/* One closed run segment, for chargeback: a job held gpu_equivalents of a pool's node
+ * from start to end. */
 typedef struct StoreUsage {
     int64_t job;
     const char *team, *project, *pool, *model, *tier; /* NULL or "" when none */
+    const char *node; /* NULL in segments written before the store kept it */
     double gpu_equivalents;
     int64_t price_micro_usd; /* per GPU-hour of the pool */
     int64_t start_ms, end_ms;
@@ -122,6 +124,36 @@ int store_events_for(Store *s, int64_t job,
  * end_ms clipped to the window; strings valid during the call. */
 int store_usage_query(Store *s, int64_t from_ms, int64_t to_ms,
                       int (*fn)(void *arg, const StoreUsage *u), void *arg);
+
+/* A span of time a node counted as the cluster's capacity, for idle showback: from when
+ * its tier's rule began to count it (its agent reported, or the server asked the cloud
+ * for it) to when it stopped (lost, given back, the server stopped). An open span is
+ * still going: the server moves its end forward every few seconds, so a server that
+ * dies loses only the time since; store_node_spans_close_open ends what it left open. */
+typedef struct StoreNodeSpan {
+    int64_t id;                      /* assigned by store_node_span_open, from 1 */
+    const char *node;                /* the node's name */
+    const char *pool, *model, *tier; /* as the cluster had them then */
+    const char *basis;               /* why it counted: "ready" or "present" */
+    uint32_t gpus;                   /* its GPUs */
+    int64_t price_micro_usd;         /* per GPU-hour of its pool */
+    int64_t start_ms, end_ms;        /* end_ms: how far it is known to have reached */
+    bool open;
+} StoreNodeSpan;
+
+/* Begin a span, open, reaching span->end_ms so far (its start); its id in *ret_id. */
+int store_node_span_open(Store *s, const StoreNodeSpan *span, int64_t *ret_id);
+/* Move the end of the open spans among ids to end_ms (never back), and close them when
+ * close is set. Closed spans, and ids that name none, are left as they are. */
+int store_node_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close);
+/* Close every open span where its end last reached (a server starting closes what the
+ * one before it left open); how many in *ret_n. */
+int store_node_spans_close_open(Store *s, size_t *ret_n);
+/* Spans overlapping [from_ms, to_ms), ordered by node then start, their start and end
+ * clipped to the window; an open span reaches to_ms (it is still going). Strings valid
+ * during the call. */
+int store_node_spans_query(Store *s, int64_t from_ms, int64_t to_ms,
+                           int (*fn)(void *arg, const StoreNodeSpan *span), void *arg);
 
 /* Team quota overrides (set through PUT /teams). */
 int store_team_set(Store *s, const char *name, double guaranteed_gpus, double burst_gpus,

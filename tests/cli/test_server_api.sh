@@ -157,7 +157,7 @@ api 404 "$ADMIN" PUT /api/v1/teams/nobody --data-binary '{"weight": 1}'
 api 200 "$VIEWER" GET /api/v1/usage
 json_ok "$T/out" "d['group_by'] == ['team', 'project'] and d['total']['jobs'] == 0"
 api 200 "$VIEWER" GET "/api/v1/usage?format=csv&group_by=team,tier"
-[ "$(head -1 "$T/out")" = "team,tier,gpu_hours,cost_usd,jobs" ] || fail "CSV header"
+[ "$(head -1 "$T/out")" = "team,tier,gpu_hours,cost_usd,jobs,kind" ] || fail "CSV header"
 api 400 "$VIEWER" GET "/api/v1/usage?group_by=colour"
 
 # ---- cancel ----

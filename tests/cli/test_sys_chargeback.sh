@@ -6,10 +6,11 @@
 #  - each job's row is exactly its own metering (its start to its end, its GPUs, the
 #    pool's price, rounded down to millionths), worked out here from the job's times;
 #  - under every grouping the rows add up exactly to the total, and the total is the
-#    same under every grouping;
-#  - each owned or reserved pool's idle line plus its allocations is its capacity over
-#    the window, metered the same way, and the total is what the cluster cost:
-#    allocations on on-demand capacity plus all owned and reserved capacity;
+#    same under every grouping; idle is a row of its own (kind "idle") under every
+#    grouping, the use rows add up to the allocations and use + idle = total;
+#  - each pool's idle line plus its allocations is its capacity over the window (its
+#    node was ready all of it), metered the same way, and the total is what the
+#    cluster cost: all its capacity;
 #  - include_idle=false drops exactly the idle lines; the CSV says what the JSON says.
 # Budgets: a team of the cluster file shows its budget; a team given a tiny one
 # through the API runs one job, then its next normal job waits with the budget reason
@@ -145,9 +146,10 @@ for i, j in jobs.items():
 for k, v in want.items():
     check(got.get(k) == v, f"row {k}: {got.get(k)}, metered {v}")
 
-# idle showback: capacity less allocations, for the owned and reserved pools only
+# idle showback: capacity less allocations, for every pool (its node was ready all the
+# window: owned, reserved and fixed on-demand nodes count while ready)
 cap = {}
-for pool, gpus in (("h100", 8), ("a100", 8)):
+for pool, gpus in (("h100", 8), ("a100", 8), ("l4", 4)):
     cap[pool] = meter(gpus * 28000, window, price[pool])
     used = [v for k, v in got.items() if k[2] == pool and k[0] != "(idle)"]
     idle = got.get(("(idle)", "(idle)", pool))
@@ -155,17 +157,18 @@ for pool, gpus in (("h100", 8), ("a100", 8)):
     check(idle[0] + sum(u[0] for u in used) == cap[pool][0], f"{pool}: idle + used GPU-hours != capacity")
     check(idle[1] + sum(u[1] for u in used) == cap[pool][1], f"{pool}: idle + used cost != capacity")
     check(idle[0] > 0, f"{pool}: nothing idle in a mostly empty window")
-check(not any(k[0] == "(idle)" and k[2] == "l4" for k in got), "an idle line for on-demand")
 r_idle = [r for r in full["rows"] if r["team"] == "(idle)"]
-check(all(r["project"] == "(idle)" and r["jobs"] == 0 for r in r_idle), "idle lines' project/jobs")
-check({r["tier"] for r in r_idle} == {"reserved", "owned"}, "idle lines' tiers")
+check(all(r["project"] == "(idle)" and r["jobs"] == 0 and r["kind"] == "idle" for r in r_idle),
+      "idle lines' project/jobs/kind")
+check(all(r["kind"] == "use" for r in full["rows"] if r["team"] != "(idle)"), "use lines' kind")
+check({r["tier"] for r in r_idle} == {"reserved", "owned", "on-demand"}, "idle lines' tiers")
 
 # the total is what the cluster cost, and the metered GPU-hours
-l4 = want[("search", "retrieval", "l4")]
 total = (dec(full["total"]["gpu_hours"]), dec(full["total"]["cost_usd"]))
-check(total[1] == cap["h100"][1] + cap["a100"][1] + l4[1], f"total cost {total[1]}")
-check(total[0] == cap["h100"][0] + cap["a100"][0] + l4[0], f"total GPU-hours {total[0]}")
+check(total[1] == sum(c[1] for c in cap.values()), f"total cost {total[1]}")
+check(total[0] == sum(c[0] for c in cap.values()), f"total GPU-hours {total[0]}")
 check(full["total"]["jobs"] == 5, "jobs in the total")
+use = (sum(v[0] for v in want.values()), sum(v[1] for v in want.values()))
 
 # every grouping adds up exactly, to the same totals; the CSV says the same
 for name in ("team_project", "team_project_tier", "pool", "team_project_pool_model_tier",
@@ -175,15 +178,22 @@ for name in ("team_project", "team_project_tier", "pool", "team_project_pool_mod
         s = sum(dec(r[what]) for r in d["rows"])
         check(s == dec(d["total"][what]), f"{name}: rows' {what} {s} != total {d['total'][what]}")
         check(dec(d["total"][what]) == total[i], f"{name}: total {what} differs")
+        # idle stays apart: the use rows are the allocations, use + idle = total
+        u = sum(dec(r[what]) for r in d["rows"] if r["kind"] == "use")
+        idle = sum(dec(r[what]) for r in d["rows"] if r["kind"] == "idle")
+        check(u == use[i] and dec(d["use"][what]) == u, f"{name}: use {what} {u} != {use[i]}")
+        check(dec(d["idle"][what]) == idle and u + idle == total[i], f"{name}: use + idle {what}")
+    check(sum(r["kind"] == "idle" for r in d["rows"]) >= (3 if "pool" in d["group_by"] or "model" in d["group_by"] else 1),
+          f"{name}: idle rows {d['rows']}")
     rows = list(csv.reader(open(f"{t}/u_{name}.csv")))
     keys = d["group_by"]
-    check(rows[0] == keys + ["gpu_hours", "cost_usd", "jobs"], f"{name}: CSV header {rows[0]}")
+    check(rows[0] == keys + ["gpu_hours", "cost_usd", "jobs", "kind"], f"{name}: CSV header {rows[0]}")
     check(len(rows) == len(d["rows"]) + 1, f"{name}: CSV rows")
     for c, r in zip(rows[1:], d["rows"]):
         check(c[:len(keys)] == [r[k] or "" for k in keys], f"{name}: CSV keys {c}")
         check([Decimal(x) for x in c[len(keys):len(keys) + 2]] == [dec(r["gpu_hours"]), dec(r["cost_usd"])],
               f"{name}: CSV {c} != JSON {r}")
-        check(int(c[-1]) == r["jobs"], f"{name}: CSV jobs {c}")
+        check(int(c[-2]) == r["jobs"] and c[-1] == r["kind"], f"{name}: CSV jobs, kind {c}")
 team = load("team_project")
 check({r["team"] for r in team["rows"]} == {"search", "research", "(idle)"}, "teams in the report")
 
@@ -194,9 +204,11 @@ check({(r["team"], r["project"], r["pool"]): (dec(r["gpu_hours"]), dec(r["cost_u
       == {k: v for k, v in got.items() if k[0] != "(idle)"}, "include_idle=false changed the rows")
 PY
 
-# The CLI shows the same report, idle lines included.
+# The CLI shows the same report, idle lines included, closed by their subtotals.
 run 0 "$GPUORCH" usage --from "$T0" --to "$T1" --by team,project,tier
 out_has "(idle)"
+out_has "^USE "
+out_has "^IDLE "
 out_has "TOTAL"
 run 0 "$GPUORCH" usage --from "$T0" --to "$T1" --by pool -o csv
 cmp -s "$T/out" "$T/u_pool.csv" || fail "usage -o csv differs from the API's CSV"

@@ -223,6 +223,11 @@ run 0 "$GPUORCH" tco $PRICES --usage "$T/u.csv" -o json
 json_ok "$T/out" 'd["usage"]["gpu_hours_per_month"][0] == 2920 and d["options"]["on_demand"]["break_even_month"] == 25'
 json_ok "$T/out" 'd["assumptions"]["usage_span_days"]["value"] == 30 and "default" in d["assumptions"]["usage_span_days"]["source"]'
 json_ok "$T/out" 'd["usage"]["source"].endswith("u.csv: 2 rows, 2880.0 GPU-hours over 30 days, idle lines left out")'
+# grouped by model, an idle line has no team: its kind marks it
+printf 'model,gpu_hours,cost_usd,jobs,kind\nH100-80GB-SXM5,2000.000000,0.000000,3,use\nH100-80GB-SXM5,9000.000000,0.000000,0,idle\nA100-80GB,880.000000,0.000000,2,use\n' >"$T/k.csv"
+# shellcheck disable=SC2086
+run 0 "$GPUORCH" tco $PRICES --usage "$T/k.csv" -o json
+json_ok "$T/out" 'd["usage"]["gpu_hours_per_month"][0] == 2920 and d["usage"]["source"].endswith("k.csv: 2 rows, 2880.0 GPU-hours over 30 days, idle lines left out")'
 run 0 "$GPUORCH" tco --usage "$T/u.csv" --days 60 -o json
 json_ok "$T/out" 'd["usage"]["gpu_hours_per_month"][0] == 1460'
 run 0 "$GPUORCH" tco --usage "$T/u.csv" --months 2 -o json

@@ -1,6 +1,8 @@
 /* test_store.c: the SQLite store against real database files in a temporary directory:
  * migration and reopening, job ids, what an update may change, events, usage clipped to
- * a window, tokens, team overrides, MIG layouts, many threads writing at once through the
+ * a window (with its node), the spans of time nodes counted as capacity (and what a crash
+ * leaves of an open one), a database of the schema before them migrated with its usage
+ * kept, tokens, team overrides, MIG layouts, many threads writing at once through the
  * group commit (and a failing write among them failing alone), a database from a newer
  * gpuorch refused, and the URLs the store does not take. */
 #include "store/store.h"
@@ -328,11 +330,11 @@ static int see_usage(void *arg, const StoreUsage *u)
 {
     Seen *s = arg;
     size_t len = strlen(s->text);
-    snprintf(s->text + len, sizeof(s->text) - len, "%lld %s %s %s %s %s %.3f %lld [%lld,%lld); ",
+    snprintf(s->text + len, sizeof(s->text) - len, "%lld %s %s %s %s %s %s %.3f %lld [%lld,%lld); ",
              (long long)u->job, u->team ? u->team : "-", u->project ? u->project : "-",
-             u->pool ? u->pool : "-", u->model ? u->model : "-", u->tier ? u->tier : "-",
-             u->gpu_equivalents, (long long)u->price_micro_usd, (long long)u->start_ms,
-             (long long)u->end_ms);
+             u->pool ? u->pool : "-", u->node ? u->node : "-", u->model ? u->model : "-",
+             u->tier ? u->tier : "-", u->gpu_equivalents, (long long)u->price_micro_usd,
+             (long long)u->start_ms, (long long)u->end_ms);
     s->n++;
     return 0;
 }
@@ -385,6 +387,7 @@ static void test_events_and_usage(void **state)
          .pool = "a100",
          .model = "A100-80GB",
          .tier = "owned",
+         .node = "a100-0",
          .gpu_equivalents = 1.0 / 7,
          .price_micro_usd = 0,
          .start_ms = 0,
@@ -407,9 +410,9 @@ static void test_events_and_usage(void **state)
     assert_int_equal(store_usage_query(f->s, 8, 21, see_usage, &s), 0);
     char want[512];
     snprintf(want, sizeof(want),
-             "%lld search ranking a100 A100-80GB owned 0.143 0 [8,10); "
-             "%lld vision - h100 H100-80GB-SXM5 spot 8.000 2500000 [8,15); "
-             "%lld - - - - - 0.250 0 [20,21); ",
+             "%lld search ranking a100 a100-0 A100-80GB owned 0.143 0 [8,10); "
+             "%lld vision - h100 - H100-80GB-SXM5 spot 8.000 2500000 [8,15); "
+             "%lld - - - - - - 0.250 0 [20,21); ",
              (long long)two[0].id, (long long)two[1].id, (long long)e.id);
     assert_string_equal(s.text, want);
     /* ends and starts are open and closed as the window is */
@@ -420,6 +423,149 @@ static void test_events_and_usage(void **state)
     assert_int_equal(store_usage_query(f->s, 30, 100, see_usage, &s), 0);
     assert_int_equal(s.n, 0);
     assert_int_equal(store_usage_query(f->s, 100, 30, see_usage, &s), -EINVAL);
+}
+
+static int see_span(void *arg, const StoreNodeSpan *sp)
+{
+    Seen *s = arg;
+    size_t len = strlen(s->text);
+    snprintf(s->text + len, sizeof(s->text) - len, "%lld %s %s %s %u [%lld,%lld)%s; ",
+             (long long)sp->id, sp->node, sp->tier ? sp->tier : "-", sp->basis, sp->gpus,
+             (long long)sp->start_ms, (long long)sp->end_ms, sp->open ? " open" : "");
+    s->n++;
+    return 0;
+}
+
+static StoreNodeSpan span(const char *node, const char *basis, uint32_t gpus, int64_t start_ms)
+{
+    return (StoreNodeSpan){.node = node,
+                           .pool = "h100",
+                           .model = "H100-80GB-SXM5",
+                           .tier = "reserved",
+                           .basis = basis,
+                           .gpus = gpus,
+                           .price_micro_usd = 2500000,
+                           .start_ms = start_ms,
+                           .end_ms = start_ms};
+}
+
+/* The spans in [from, to) as see_span prints them, against want (printf-style, ids). */
+static void spans_are(Store *st, int64_t from, int64_t to, const char *want)
+{
+    Seen s = {0};
+    assert_int_equal(store_node_spans_query(st, from, to, see_span, &s), 0);
+    assert_string_equal(s.text, want);
+}
+
+/* Spans open where they start, are moved forward and closed; a query sees an open one
+ * reach the window's end; a crash leaves an open span where its last move took it, and
+ * the next server's store_node_spans_close_open ends it there, so the time the server
+ * was down is not counted. */
+static void test_node_spans(void **state)
+{
+    Fixture *f = *state;
+    int64_t a = 0, b = 0, c = 0;
+    char want[512];
+    StoreNodeSpan sa = span("h100-0", "ready", 8, 1000), sb = span("burst-1", "present", 4, 2000);
+    assert_int_equal(store_node_span_open(f->s, &sa, &a), 0);
+    assert_int_equal(store_node_span_open(f->s, &sb, &b), 0);
+    assert_true(a >= 1 && b > a);
+    /* open spans go on to the window's end, whatever their stored end */
+    snprintf(want, sizeof(want),
+             "%lld burst-1 reserved present 4 [2000,10000) open; "
+             "%lld h100-0 reserved ready 8 [1000,10000) open; ",
+             (long long)b, (long long)a);
+    spans_are(f->s, 0, 10000, want);
+
+    /* moved forward, then a closed; a clock that steps back moves nothing back; a closed
+     * span moves no more */
+    int64_t both[] = {a, b};
+    assert_int_equal(store_node_spans_end(f->s, both, 2, 5000, false), 0);
+    assert_int_equal(store_node_spans_end(f->s, both, 1, 6000, true), 0);
+    assert_int_equal(store_node_spans_end(f->s, both, 2, 4000, false), 0);
+    assert_int_equal(store_node_spans_end(f->s, both, 1, 9000, false), 0);
+    snprintf(want, sizeof(want),
+             "%lld burst-1 reserved present 4 [5500,7000) open; "
+             "%lld h100-0 reserved ready 8 [5500,6000); ",
+             (long long)b, (long long)a);
+    spans_are(f->s, 5500, 7000, want);
+    /* clipped as usage is: a closed span ending at the window's start is outside it */
+    snprintf(want, sizeof(want), "%lld burst-1 reserved present 4 [6000,6500) open; ",
+             (long long)b);
+    spans_are(f->s, 6000, 6500, want);
+    spans_are(f->s, 0, 1000, "");
+
+    /* a span that never moved past its start counts nothing once closed */
+    StoreNodeSpan sc = span("h100-1", "ready", 8, 7000);
+    assert_int_equal(store_node_span_open(f->s, &sc, &c), 0);
+
+    /* the server dies: what it left open stays open in the file until the next one
+     * starts, which closes it where it last reached */
+    reopen(f);
+    size_t n = 99;
+    assert_int_equal(store_node_spans_close_open(f->s, &n), 0);
+    assert_int_equal(n, 2);
+    snprintf(want, sizeof(want),
+             "%lld burst-1 reserved present 4 [2000,5000); "
+             "%lld h100-0 reserved ready 8 [1000,6000); ",
+             (long long)b, (long long)a);
+    spans_are(f->s, 0, 100000, want);
+    assert_int_equal(store_node_spans_close_open(f->s, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(store_node_spans_end(f->s, &b, 1, 50000, false), 0);
+    spans_are(f->s, 0, 100000, want);
+
+    /* what the store refuses */
+    StoreNodeSpan bad = span(NULL, "ready", 8, 0);
+    int64_t id = -5;
+    assert_int_equal(store_node_span_open(f->s, &bad, &id), -EINVAL);
+    bad = span("x", NULL, 8, 0);
+    assert_int_equal(store_node_span_open(f->s, &bad, &id), -EINVAL);
+    bad = span("x", "ready", 8, 10);
+    bad.end_ms = 5;
+    assert_int_equal(store_node_span_open(f->s, &bad, &id), -EINVAL);
+    assert_int_equal(id, -5);
+    Seen s = {0};
+    assert_int_equal(store_node_spans_query(f->s, 10, 5, see_span, &s), -EINVAL);
+    assert_int_equal(store_node_spans_end(f->s, NULL, 1, 5, false), -EINVAL);
+}
+
+/* A database of the schema before node spans (version 5, usage without a node) is
+ * migrated on opening: its usage is kept, with no node, and spans can be kept. */
+static void test_migrate_to_spans(void **state)
+{
+    Fixture *f = *state;
+    StoreJob j = job("old", "search");
+    StoreUsage u = {.job = -1,
+                    .team = "search",
+                    .pool = "h100",
+                    .gpu_equivalents = 2,
+                    .start_ms = 100,
+                    .end_ms = 200};
+    write_ok(f->s, &(StoreWrite){.inserts = &j, .n_inserts = 1, .usage = &u, .n_usage = 1});
+    int v = store_schema_version(f->s);
+    store_close(f->s);
+    f->s = NULL;
+    /* back to version 5, as a gpuorch of then left it */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "DROP TABLE node_spans; ALTER TABLE usage DROP COLUMN node; "
+                                  "DELETE FROM schema_version WHERE version > 5",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    f->s = open_ok(f->path);
+    assert_int_equal(store_schema_version(f->s), v);
+    Seen s = {0};
+    assert_int_equal(store_usage_query(f->s, 0, 1000, see_usage, &s), 0);
+    char want[128];
+    snprintf(want, sizeof(want), "%lld search - h100 - - - 2.000 0 [100,200); ", (long long)j.id);
+    assert_string_equal(s.text, want);
+    StoreNodeSpan sp = span("h100-0", "ready", 8, 300);
+    int64_t id = 0;
+    assert_int_equal(store_node_span_open(f->s, &sp, &id), 0);
+    assert_true(id >= 1);
 }
 
 static void hash_of(uint8_t h[STORE_TOKEN_HASH_LEN], int seed)
@@ -547,7 +693,8 @@ static void test_team_budgets(void **state)
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
                                   "DROP TABLE team_budgets; ALTER TABLE tokens DROP COLUMN node; "
-                                  "DROP TABLE learned_memory; "
+                                  "DROP TABLE learned_memory; DROP TABLE node_spans; "
+                                  "ALTER TABLE usage DROP COLUMN node; "
                                   "DELETE FROM schema_version WHERE version >= 3",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -825,6 +972,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_stops, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events_and_usage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_spans, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_to_spans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_teams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_team_budgets, setup, teardown),

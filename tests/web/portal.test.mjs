@@ -7,7 +7,8 @@
 // the research team's lead moves a pending job before its neighbour and changes a
 // priority, and the API shows the new order; a member and a viewer get no such
 // controls; the chargeback CSV the page downloads equals GET /api/v1/usage?format=csv
-// for the same period; the Team page shows the GPU memory a class learned from a job
+// for the same period, and its chart draws idle capacity apart from the teams' bars;
+// the Team page shows the GPU memory a class learned from a job
 // that ran out of it. Every page is photographed at 1280x800 and at a phone's size;
 // any console error fails the test (but for the refusals a step expects).
 //
@@ -430,14 +431,42 @@ async function main() {
     shown.groupBy === 'team,project', `the page's period is not the one chosen: ${JSON.stringify(shown)}`);
   const apiCsv = await call('GET', `/usage?from=${fromMs}&to=${toMs}&group_by=team,project&format=csv`, undefined, ADMIN, true);
   check(csv === apiCsv, `the downloaded CSV differs from the API's:\n${csv}\n---\n${apiCsv}`);
-  check(csv.split('\n')[0] === 'team,project,gpu_hours,cost_usd,jobs' && csv.includes('research,llm-pretrain,'),
+  check(csv.split('\n')[0] === 'team,project,gpu_hours,cost_usd,jobs,kind' && csv.includes('research,llm-pretrain,'),
     `the CSV lacks the header or research's row:\n${csv}`);
   const usage = await call('GET', `/usage?from=${fromMs}&to=${toMs}&group_by=team,project`);
   const research = usage.rows.find((x) => x.team === 'research' && x.project === 'llm-pretrain');
   const cell = await page.locator('table.usage tbody tr', { hasText: 'llm-pretrain' }).locator('td.num').first().textContent();
   check(Math.abs(Number(cell) - research.gpu_hours) < 0.0005, `the table shows ${cell} GPU-hours, the API ${research.gpu_hours}`);
+  // Idle capacity stays apart from the teams: its own rows in the table with use and
+  // idle subtotals, and its own chart, so the teams' bars are scaled to the teams (the
+  // longest spans the chart) whatever idle comes to.
+  const useRows = usage.rows.filter((r) => r.kind === 'use');
+  const idleRows = usage.rows.filter((r) => r.kind === 'idle');
+  check(useRows.length >= 5 && idleRows.length === 1 && idleRows[0].team === '(idle)',
+    `the API's rows are not use and one idle row: ${JSON.stringify(usage.rows)}`);
+  const charts = await page.locator('figure svg.chart.bars').evaluateAll((svgs) => svgs.map((svg) => ({
+    label: svg.getAttribute('aria-label'),
+    bars: [...svg.querySelectorAll('rect')].map((r) => ({ cls: r.getAttribute('class'), w: Number(r.getAttribute('width')) })),
+  })));
+  check(charts.length === 2, `the chargeback draws ${charts.length} charts, not use and idle apart`);
+  const [useChart, idleChart] = charts;
+  check(useChart.bars.length === useRows.length && useChart.bars.every((b) => b.cls === 'bar') &&
+    !useChart.label.includes('(idle)'), `the use chart is not the teams' rows alone: ${JSON.stringify(useChart)}`);
+  check(idleChart.bars.length === 1 && idleChart.bars[0].cls === 'bar idle' && idleChart.label.startsWith('Idle capacity'),
+    `the idle chart: ${JSON.stringify(idleChart)}`);
+  check(Math.max(...useChart.bars.map((b) => b.w)) === 270 && idleChart.bars[0].w === 270,
+    `each chart's longest bar does not span it: ${JSON.stringify(charts)}`);
+  check(await page.locator('table.usage tbody.idle tr').count() === 2 &&
+    (await page.locator('table.usage tbody.use tr', { hasText: '(idle)' }).count()) === 0,
+  'the table does not keep the idle row apart');
+  const foot = await page.locator('table.usage tfoot tr').evaluateAll((trs) => trs.map((tr) =>
+    [...tr.children].map((c) => c.textContent)));
+  check(foot.length === 3 && foot.map((r) => r[0]).join() === 'Use,Idle,Total' &&
+    Math.abs(Number(foot[1][1]) - usage.idle.gpu_hours) < 0.006 &&
+    Math.abs(Number(foot[0][1]) + Number(foot[1][1]) - Number(foot[2][1])) < 0.02,
+  `the table's subtotals: ${JSON.stringify(foot)}`);
   await shoot(page, '7-chargeback');
-  log('the chargeback CSV is the API\'s');
+  log('the chargeback CSV is the API\'s; idle is apart from the teams\' bars');
 
   check(consoleErrors.length === 0, `console errors:\n${consoleErrors.join('\n')}`);
 }

@@ -4,7 +4,9 @@
 // the file holds exactly what `gpuorch usage -o csv` prints). A period that reaches
 // into the future ends now, fixed when the table is drawn: the download then holds
 // the very numbers on the screen, though running jobs (and idle capacity) go on
-// counting.
+// counting. Idle capacity (rows of kind "idle") is kept apart from use everywhere: its
+// own rows in the table, with use and idle subtotals, and its own chart, so a large
+// idle figure never shrinks the teams' bars.
 import { api } from '../api.js';
 import { barChart } from '../chart.js';
 import { dayMs, fmtHours, fmtMoney, h, utcDay } from '../util.js';
@@ -54,30 +56,47 @@ export async function render(root) {
     out.dataset.fromMs = q.get('from');
     out.dataset.toMs = q.get('to');
     out.dataset.groupBy = q.get('group_by');
+    const used = u.rows.filter((r) => r.kind !== 'idle');
+    const idle = u.rows.filter((r) => r.kind === 'idle');
     const label = (r) => u.group_by.map((k) => r[k] ?? '—').join(' / ') || 'all';
+    // an idle row's team and project are "(idle)": its label is where it sat
+    const idleLabel = (r) => u.group_by.filter((k) => k !== 'team' && k !== 'project').map((k) => r[k] ?? '—').join(' / ') || 'all pools';
     const anyCost = u.rows.some((r) => r.cost_usd > 0);
+    const cells = (r, jobs) => [h('td', { class: 'num' }, fmtHours(r.gpu_hours)),
+      h('td', { class: 'num' }, fmtMoney(r.cost_usd)), h('td', { class: 'num' }, jobs)];
+    // without a grouping the rows are use and idle: a first column says which
+    const keyCols = u.group_by.length ? u.group_by : ['all'];
+    const value = (r, k) => (u.group_by.length ? r[k] ?? '—' : r.kind === 'idle' ? 'idle' : 'use');
+    const row = (r) => h('tr', {}, keyCols.map((k) => h('td', {}, value(r, k))), cells(r, r.kind === 'idle' ? '—' : r.jobs));
+    const sum = (name, o, jobs) => h('tr', { class: `sum-${name.toLowerCase()}` },
+      h('th', { scope: 'row', colspan: keyCols.length }, name), cells(o, jobs));
+    const width = keyCols.length + 3;
     const table = h('table', { class: 'usage', 'aria-label': 'Usage by group' },
-      h('thead', {}, h('tr', {}, [...u.group_by, 'GPU-hours', 'Cost', 'Jobs'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, u.rows.map((r) => h('tr', {},
-        u.group_by.map((k) => h('td', {}, r[k] ?? '—')),
-        h('td', { class: 'num' }, fmtHours(r.gpu_hours)), h('td', { class: 'num' }, fmtMoney(r.cost_usd)),
-        h('td', { class: 'num' }, r.jobs)))),
-      h('tfoot', {}, h('tr', {}, u.group_by.length ? h('th', { scope: 'row', colspan: u.group_by.length }, 'Total') : null,
-        h('td', { class: 'num' }, fmtHours(u.total.gpu_hours)), h('td', { class: 'num' }, fmtMoney(u.total.cost_usd)),
-        h('td', { class: 'num' }, u.total.jobs))));
-    const chart = u.rows.length ? barChart({
-      label: anyCost ? 'Cost by group' : 'GPU-hours by group',
-      rows: u.rows.map((r) => ({
-        label: label(r), value: anyCost ? r.cost_usd : r.gpu_hours,
+      h('thead', {}, h('tr', {}, [...keyCols, 'GPU-hours', 'Cost', 'Jobs'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', { class: 'use' }, used.map(row)),
+      idle.length ? h('tbody', { class: 'idle' },
+        h('tr', {}, h('th', { scope: 'rowgroup', colspan: width, class: 'group' }, 'Idle capacity: counted, held by no job')),
+        idle.map(row)) : null,
+      h('tfoot', {}, idle.length ? [sum('Use', u.use, u.use.jobs), sum('Idle', u.idle, '—')] : null,
+        sum('Total', u.total, u.total.jobs)));
+    const bars = (rows, name, cls, lab) => barChart({
+      label: `${name}, ${anyCost ? 'cost' : 'GPU-hours'}`, cls,
+      rows: rows.map((r) => ({
+        label: lab(r), value: anyCost ? r.cost_usd : r.gpu_hours,
         text: anyCost ? `${fmtMoney(r.cost_usd)} · ${fmtHours(r.gpu_hours)} h` : `${fmtHours(r.gpu_hours)} GPU-h`,
       })),
-    }) : null;
+    });
+    const measure = anyCost ? 'Cost' : 'GPU-hours (every pool in this period is free)';
+    const figure = h('figure', { class: 'card' },
+      h('figcaption', {}, `${measure}: use by group`),
+      used.length ? bars(used, 'Use by group', 'bar', label) : h('p', { class: 'empty', id: 'cb-no-use' }, 'No job ran in this period.'),
+      idle.length ? h('div', { id: 'cb-idle' },
+        h('p', { class: 'chart-title' }, `Idle capacity (${fmtMoney(u.idle.cost_usd)} · ${fmtHours(u.idle.gpu_hours)} GPU-h of ${fmtMoney(u.total.cost_usd)} · ${fmtHours(u.total.gpu_hours)} in all)`),
+        bars(idle, 'Idle capacity', 'bar idle', idleLabel)) : null);
     out.replaceChildren(
       h('p', { class: 'muted', id: 'cb-period' }, `From ${fmtUtc(u.from_ms)} to ${fmtUtc(u.to_ms)} UTC.`),
-      u.rows.length ? h('div', { class: 'two' },
-        h('div', { class: 'card table-wrap' }, table),
-        h('figure', { class: 'card' }, h('figcaption', {}, anyCost ? 'Cost' : 'GPU-hours (every pool in this period is free)'), chart))
-        : h('p', { class: 'empty' }, 'No GPU was used in this period.'));
+      u.rows.length ? h('div', { class: 'two' }, h('div', { class: 'card table-wrap' }, table), figure)
+        : h('p', { class: 'empty' }, 'No GPU was used or counted in this period.'));
   }
 
   download.addEventListener('click', async () => {
