@@ -2,12 +2,16 @@
 # tools/run-local.sh BUILD_DIR: the main job (`make run`). Starts a gpuorch server with
 # SQLite under ./var/ and two agents with simulated GPUs for examples/cluster-demo.yaml
 # (h100-0: eight H100s, a100-0: eight MIG-capable A100s), prints the URL and an admin
-# token, and stays in the foreground until Ctrl-C, which stops the server, the agents
-# and the workers they started.
+# token, and stays in the foreground until Ctrl-C or SIGTERM.
 #
-# Everything runs in a session of its own, so that Ctrl-C can stop the workers too (they
-# run in process groups of their own, as on a real node). GPUORCH_LISTEN changes the
-# address (default 127.0.0.1:8080).
+# Stopping goes in order: the agents first, each of which checkpoints the workers that
+# can, stops them and tells the server, which requeues their jobs; then the server. So
+# `make run` started again resumes the jobs. A second Ctrl-C kills everything at once.
+#
+# Everything runs in a session of its own, so that nothing it started outlives it (the
+# workers run in process groups of their own, as on a real node). GPUORCH_LISTEN
+# changes the address (default 127.0.0.1:8080); when something already listens there,
+# it says so and exits 1 without touching it.
 set -eu
 BUILD=${1:-build}
 BIN=$BUILD/gpuorch
@@ -17,31 +21,72 @@ URL=http://$LISTEN
 if [ -z "${GPUORCH_RUN_INNER:-}" ]; then
     GPUORCH_RUN_INNER=1 setsid "$0" "$@" &
     inner=$!
+    stopping=""
     stop() {
-        trap - INT TERM
+        if [ -n "$stopping" ]; then
+            echo "killing the server, the agents and their workers"
+            pkill -KILL -s "$inner" 2>/dev/null || true
+            return
+        fi
+        stopping=1
         echo
-        echo "stopping the server, the agents and their workers"
-        pkill -TERM -s "$inner" 2>/dev/null || true
-        sleep 1
-        pkill -KILL -s "$inner" 2>/dev/null || true
-        wait "$inner" 2>/dev/null || true
-        exit 0
+        echo "stopping: the agents first (they checkpoint and stop their workers, whose jobs" \
+            "are requeued), then the server; Ctrl-C again to kill everything now"
+        kill -TERM "$inner" 2>/dev/null || true
     }
     trap stop INT TERM
-    wait "$inner" || true
-    exit 0
+    rc=0
+    # a trapped signal ends a wait early: wait again until the inner script has ended
+    while kill -0 "$inner" 2>/dev/null; do
+        wait "$inner" && rc=0 || rc=$?
+    done
+    # whatever is left of the session (nothing, after an orderly stop)
+    pkill -KILL -s "$inner" 2>/dev/null || true
+    [ -n "$stopping" ] && exit 0
+    exit "$rc"
 fi
+
+if curl -fsS --max-time 2 "$URL/healthz" >/dev/null 2>&1; then
+    echo "gpuorch: $LISTEN is taken: a server already answers there (another make run?)." >&2
+    echo "Stop it, or pick another address: GPUORCH_LISTEN=127.0.0.1:8081 make run" >&2
+    exit 1
+fi
+
+SERVER="" AGENTS=""
+stop_inner() {
+    trap - INT TERM
+    # the agents tell the server what they stopped, so it goes after them
+    for p in $AGENTS; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in $AGENTS; do wait "$p" 2>/dev/null || true; done
+    if [ -n "$SERVER" ]; then
+        kill -TERM "$SERVER" 2>/dev/null || true
+        wait "$SERVER" 2>/dev/null || true
+    fi
+    echo "stopped; var/ keeps the jobs: make run again resumes them"
+    exit "${1:-0}"
+}
+trap stop_inner INT TERM
 
 mkdir -p var
 "$BIN" server --config examples/cluster-demo.yaml --db sqlite:var/gpuorch.db --listen "$LISTEN" \
     --min-runtime-s 20 2>var/server.log &
+SERVER=$!
+up=""
 for _ in $(seq 1 50); do
-    curl -fsS "$URL/healthz" >/dev/null 2>&1 && break
+    # its fatal errors ("gpuorch server: cannot listen on ...") end the wait at once
+    if ! kill -0 "$SERVER" 2>/dev/null || grep -q '^gpuorch server: ' var/server.log; then
+        break
+    fi
+    if curl -fsS --max-time 2 "$URL/healthz" >/dev/null 2>&1; then
+        up=1
+        break
+    fi
     sleep 0.2
 done
-if ! curl -fsS "$URL/healthz" >/dev/null 2>&1; then
+if [ -z "$up" ]; then
     echo "the server did not start; see var/server.log:" >&2
     tail -5 var/server.log >&2
+    kill -TERM "$SERVER" 2>/dev/null || true
     exit 1
 fi
 ADMIN=$(cat var/admin.token)
@@ -56,10 +101,12 @@ GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
     "$BIN" agent --server "$URL" --token "$(cat var/agent-h100-0.token)" --node h100-0 \
     --gpus sim:H100-80GB-SXM5:8 --address 127.0.0.1 --checkpoint-root var/checkpoints \
     --state-dir var/agent-h100-0 2>var/agent-h100-0.log &
+AGENTS="$!"
 GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
     "$BIN" agent --server "$URL" --token "$(cat var/agent-a100-0.token)" --node a100-0 \
     --gpus sim:A100-80GB:8 --address 127.0.0.1 --checkpoint-root var/checkpoints \
     --state-dir var/agent-a100-0 2>var/agent-a100-0.log &
+AGENTS="$AGENTS $!"
 
 cat <<MSG
 
@@ -75,4 +122,9 @@ Logs: var/server.log, var/agent-*.log.   Stop everything with Ctrl-C.
   $BIN logs 2 -f
 
 MSG
-wait
+# a trapped signal ends the wait early; the trap then stops everything and exits
+wait "$SERVER" || true
+echo "the server stopped by itself; see var/server.log:" >&2
+tail -5 var/server.log >&2
+SERVER=""
+stop_inner 1

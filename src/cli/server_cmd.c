@@ -205,10 +205,19 @@ int cmd_server(int argc, char **argv)
         buf_free(&err);
         return r == -EINVAL ? 2 : 1;
     }
+    /* the port first: when it is taken, nothing here (the store, the admin token) is
+     * touched, as they may be those of the server that holds the port */
+    HttpListener lis = {.fd = -1};
+    if ((r = http_listen(listen, &lis, &err)) < 0) {
+        fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
+        buf_free(&err);
+        return 1;
+    }
 
     _cleanup_free_ char *dir = NULL;
     if (db_dir(o.db_url, &dir) < 0) {
         fprintf(stderr, "gpuorch server: out of memory\n");
+        http_listener_close(&lis);
         return 1;
     }
     o.data_dir = data_dir ? data_dir : dir ? dir : "./var";
@@ -216,6 +225,7 @@ int cmd_server(int argc, char **argv)
     bool ours = !data_dir && (!dir || !strcmp(o.db_url, DEFAULT_DB));
     if (ours && mkdir(o.data_dir, 0755) < 0 && errno != EEXIST) {
         fprintf(stderr, "gpuorch server: cannot create %s: %s\n", o.data_dir, strerror(errno));
+        http_listener_close(&lis);
         return 1;
     }
 
@@ -233,12 +243,14 @@ int cmd_server(int argc, char **argv)
     if (r < 0) {
         fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
         buf_free(&err);
+        http_listener_close(&lis);
         return r == -EINVAL ? 2 : 1;
     }
     if ((r = auth_bootstrap(s, &token_path, &err)) < 0 ||
-        (r = http_server_start(s, listen, web, &h, &err)) < 0) {
+        (r = http_server_start(s, &lis, web, &h, &err)) < 0) {
         fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
         buf_free(&err);
+        http_listener_close(&lis);
         server_close(s);
         return r == -EINVAL ? 2 : 1;
     }

@@ -442,8 +442,7 @@ int http_parse_listen(const char *addr, char **ret_host, char **ret_port, Buf *e
     return 0;
 }
 
-/* A listen address into a bound, listening, non-blocking socket. */
-static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
+int http_listen(const char *addr, HttpListener *ret, Buf *err)
 {
     _cleanup_free_ char *host = NULL, *port = NULL;
     int r = http_parse_listen(addr, &host, &port, err);
@@ -459,6 +458,7 @@ static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
         return -EINVAL;
     }
     int e = 0, fd = -1;
+    bool v6 = false;
     for (struct addrinfo *a = ai; a; a = a->ai_next) {
         fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
         if (fd < 0) {
@@ -468,7 +468,7 @@ static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
         if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, HTTP_LISTEN_BACKLOG) == 0) {
-            *ret_v6 = a->ai_family == AF_INET6;
+            v6 = a->ai_family == AF_INET6;
             break;
         }
         e = errno;
@@ -478,14 +478,24 @@ static int listen_on(const char *addr, bool *ret_v6, int *ret_fd, Buf *err)
     freeaddrinfo(ai);
     if (fd < 0) {
         buf_printf(err, "cannot listen on %s: %s", addr, strerror(e));
+        if (e == EADDRINUSE)
+            buf_puts(err, ": the port is taken; another process (another gpuorch server?) "
+                          "listens there");
         return -e;
     }
-    *ret_fd = fd;
+    *ret = (HttpListener){.fd = fd, .v6 = v6};
     return 0;
 }
 
-int http_server_start(Server *s, const char *listen, const char *web_dir, HttpServer **ret,
-                      Buf *err)
+void http_listener_close(HttpListener *l)
+{
+    if (l && l->fd >= 0)
+        close(l->fd);
+    if (l)
+        l->fd = -1;
+}
+
+int http_server_start(Server *s, HttpListener *l, const char *web_dir, HttpServer **ret, Buf *err)
 {
     HttpServer *h = calloc(1, sizeof(*h));
     if (!h)
@@ -501,32 +511,23 @@ int http_server_start(Server *s, const char *listen, const char *web_dir, HttpSe
         free(h);
         return -ENOMEM;
     }
-    bool v6 = false;
-    int fd = -1;
-    int r = listen_on(listen, &v6, &fd, err);
-    if (r < 0) {
-        auth_cache_free(h->cache);
-        free(h->web_dir);
-        free(h);
-        return r;
-    }
     unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-    if (v6)
+    if (l->v6)
         flags |= MHD_USE_IPv6;
     h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-                            on_mhd_log, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                            on_mhd_log, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)l->fd,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_LIMIT,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (!h->d) {
-        close(fd);
         auth_cache_free(h->cache);
         free(h->web_dir);
         free(h);
-        buf_printf(err, "cannot listen on %s: the HTTP daemon did not start", listen);
+        buf_puts(err, "cannot serve HTTP: the HTTP daemon did not start");
         return -EIO;
     }
+    l->fd = -1; /* the daemon's now */
     *ret = h;
     return 0;
 }

@@ -57,12 +57,23 @@ typedef struct HttpServer HttpServer;
  * malformed. */
 int http_parse_listen(const char *listen, char **ret_host, char **ret_port, Buf *err);
 
-/* Listen on "HOST:PORT" (IPv4 or [IPv6]) with a pool of worker threads, serving the
- * portal's files from web_dir at "/" and "/web/..." (NULL: none, those paths 404). 0 or
- * a negative errno with err set ("cannot listen on 127.0.0.1:8080: Address already in
- * use"). */
-int http_server_start(Server *s, const char *listen, const char *web_dir, HttpServer **ret,
-                      Buf *err);
+/* A bound, listening socket, made before the server opens anything else: a port that is
+ * taken is found before the store is touched (whose database may be the one the server
+ * holding the port uses). */
+typedef struct HttpListener {
+    int fd; /* -1 once handed to the server or closed */
+    bool v6;
+} HttpListener;
+
+/* Bind and listen on "HOST:PORT" (IPv4 or [IPv6]). 0 or a negative errno with err set
+ * ("cannot listen on 127.0.0.1:8080: Address already in use: the port is taken; ..."). */
+int http_listen(const char *listen, HttpListener *ret, Buf *err);
+void http_listener_close(HttpListener *l);
+
+/* Serve on l's socket (taken over on success) with a pool of worker threads, serving the
+ * portal's files from web_dir at "/" and "/web/..." (NULL: none, those paths 404). 0 or a
+ * negative errno with err set. */
+int http_server_start(Server *s, HttpListener *l, const char *web_dir, HttpServer **ret, Buf *err);
 /* The port it listens on (the one the system chose for port 0), or -1. */
 int http_server_port(const HttpServer *h);
 void http_server_stop(HttpServer *h);
