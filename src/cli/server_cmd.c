@@ -27,8 +27,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
             "                      [--listen HOST:PORT] [--data-dir DIR]\n"
-            "                      [--heartbeat-ms N] [--lost-after-ms N] [--min-runtime-s N]\n"
-            "                      [--web DIR] [--provider none|sim|exec:SCRIPT]\n\n"
+            "                      [--heartbeat-ms N] [--lost-after-ms N] [--lost-grace-ms N]\n"
+            "                      [--min-runtime-s N] [--web DIR]\n"
+            "                      [--provider none|sim|exec:SCRIPT]\n\n"
             "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
             "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
             "  --db URL            the store (default " DEFAULT_DB ")\n"
@@ -36,7 +37,11 @@ static void usage(FILE *f)
             "; port 0: any free one)\n"
             "  --data-dir DIR      admin.token and job logs (default: the database's directory)\n"
             "  --heartbeat-ms N    how often agents report (default 500)\n"
-            "  --lost-after-ms N   silence after which a node is lost (default 15000)\n"
+            "  --lost-after-ms N   silence after which a node is lost and takes no new work\n"
+            "                      (default 40000)\n"
+            "  --lost-grace-ms N   how long the work running on a lost node waits for it to\n"
+            "                      come back before its jobs are requeued (default 300000;\n"
+            "                      0: at once)\n"
             "  --min-runtime-s N   how long a job runs before it may be preempted (default 300)\n"
             "  --web DIR           the portal's files, served at / (default: $GPUORCH_WEB, else\n"
             "                      ./web, else the installed copy)\n"
@@ -111,18 +116,19 @@ int cmd_server(int argc, char **argv)
         {"data-dir", required_argument, NULL, 'D'},
         {"heartbeat-ms", required_argument, NULL, 'H'},
         {"lost-after-ms", required_argument, NULL, 'L'},
+        {"lost-grace-ms", required_argument, NULL, 'G'},
         {"min-runtime-s", required_argument, NULL, 'm'},
         {"web", required_argument, NULL, 'w'},
         {"provider", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    ServerOptions o = {.db_url = DEFAULT_DB, .min_runtime_ms = -1};
+    ServerOptions o = {.db_url = DEFAULT_DB, .min_runtime_ms = -1, .lost_grace_ms = -1};
     const char *listen = DEFAULT_LISTEN, *data_dir = NULL, *web = NULL;
     _cleanup_free_ char *script = NULL;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:m:w:P:h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:G:m:w:P:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             o.config_path = optarg;
@@ -158,6 +164,15 @@ int cmd_server(int argc, char **argv)
         case 'L':
             if (parse_ms_flag("--lost-after-ms", optarg, &o.lost_after_ms) < 0)
                 return 2;
+            break;
+        case 'G':
+            if (parse_i64(optarg, &o.lost_grace_ms) < 0 || o.lost_grace_ms < 0) {
+                fprintf(stderr,
+                        "gpuorch server: --lost-grace-ms must be a whole number of milliseconds, "
+                        "0 or more, not '%s'\n",
+                        optarg);
+                return 2;
+            }
             break;
         case 'm': {
             int64_t v;

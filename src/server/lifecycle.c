@@ -438,46 +438,102 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     }
 }
 
-/* The node's agent stopped answering: whatever ran there is gone. */
-static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
+/* Has the job a worker on the node that its agent runs (or was told to and may run)? */
+static bool job_on_node(const ServerJob *j, uint32_t node, bool running_only)
+{
+    for (size_t w = 0; w < j->n_workers; w++) {
+        const WorkerRun *wr = &j->workers[w];
+        if (wr->node == node && !server_worker_ended(wr) &&
+            (!running_only || wr->state == WORKER_RUNNING))
+            return true;
+    }
+    return false;
+}
+
+/* Whatever the job ran on the node is taken as gone: the run is torn down and requeued
+ * (a job already stopping ends its stop). */
+static void requeue_from_node(Server *s, ServerJob *j, uint32_t node, const char *why,
+                              int64_t now_ms, Changes *ch)
+{
+    for (size_t w = 0; w < j->n_workers; w++)
+        if (j->workers[w].node == node && !server_worker_ended(&j->workers[w]))
+            j->workers[w].state = WORKER_GONE;
+    changes_event(ch, j, now_ms, "lost", why);
+    s->counters.requeued_lost++;
+    if (j->st.state == JOB_STOPPING)
+        server_job_progress(s, j, now_ms, ch);
+    else
+        server_job_stop(s, j, STOP_PREEMPT, true, now_ms, ch);
+}
+
+/* The jobs with a worker on the node, copied: finishing a run takes a job off the
+ * holding list. NULL when there are none (or out of memory). */
+static ServerJob **jobs_on_node(Server *s, uint32_t node, size_t *ret_n)
+{
+    size_t n = 0;
+    ServerJob **jobs = s->n_holding ? malloc(s->n_holding * sizeof(*jobs)) : NULL;
+    for (size_t i = 0; jobs && i < s->n_holding; i++) {
+        ServerJob *j = s->holding[i];
+        if (job_on_node(j, node, false) ||
+            (j->move != MOVE_NONE && j->shadow.node == node && !server_worker_ended(&j->shadow)))
+            jobs[n++] = j;
+    }
+    *ret_n = n;
+    return jobs;
+}
+
+/* The lost node's grace is over (or it was none): what ran there is gone, and its jobs
+ * are requeued to resume from their checkpoints. */
+static void node_give_up(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
 {
     NodeState *ns = &s->nodes[node];
-    ns->liveness = NODE_LOST;
-    cluster_set_away(s->c, node, AWAY_LOST);
+    ns->gave_up = true;
     provider_node_lost(s, node);
-    nodespan_update(s, node, now_ms);
-    log_error("event=node_lost node=%s silent_ms=%lld", s->c->nodes[node].name,
-              (long long)(server_mono_ms() - ns->seen_mono_ms));
-    /* walk a copy: finishing a run takes the job off the holding list */
-    size_t n = s->n_holding;
-    ServerJob **jobs = n ? malloc(n * sizeof(*jobs)) : NULL;
-    if (n && !jobs)
-        return;
-    if (n)
-        memcpy(jobs, s->holding, n * sizeof(*jobs));
+    size_t n;
+    ServerJob **jobs = jobs_on_node(s, node, &n);
+    char why[200];
+    snprintf(why, sizeof(why), "node %s stopped answering %lld s ago", s->c->nodes[node].name,
+             (long long)((server_mono_ms() - ns->seen_mono_ms) / 1000));
     for (size_t i = 0; i < n; i++) {
         ServerJob *j = jobs[i];
-        bool hit = false;
-        for (size_t w = 0; w < j->n_workers; w++)
-            if (j->workers[w].node == node && !server_worker_ended(&j->workers[w])) {
-                j->workers[w].state = WORKER_GONE;
-                hit = true;
-            }
         if (j->move != MOVE_NONE && j->shadow.node == node && !server_worker_ended(&j->shadow)) {
             j->shadow.state = WORKER_GONE;
             server_move_progress(s, j, now_ms, ch);
         }
-        if (!hit)
-            continue;
-        char why[160];
-        snprintf(why, sizeof(why), "node %s stopped answering", s->c->nodes[node].name);
-        changes_event(ch, j, now_ms, "lost", why);
-        s->counters.requeued_lost++;
-        if (j->st.state == JOB_STOPPING)
-            server_job_progress(s, j, now_ms, ch);
-        else
-            server_job_stop(s, j, STOP_PREEMPT, true, now_ms, ch);
+        if (job_on_node(j, node, false))
+            requeue_from_node(s, j, node, why, now_ms, ch);
     }
+    free(jobs);
+    log_error("event=node_given_up node=%s jobs_requeued=%zu", s->c->nodes[node].name, n);
+}
+
+/* The node's agent stopped answering: the node takes no new work. What runs there may
+ * still run (a network cut, an agent restarting), so jobs whose workers there run keep
+ * them for the grace (--lost-grace-ms): a node back within it goes on with them. A run
+ * that had not started there, or one being stopped anyway, is not waited for. */
+static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
+{
+    NodeState *ns = &s->nodes[node];
+    ns->liveness = NODE_LOST;
+    ns->lost_mono_ms = server_mono_ms();
+    ns->gave_up = false;
+    cluster_set_away(s->c, node, AWAY_LOST);
+    nodespan_update(s, node, now_ms);
+    log_error("event=node_lost node=%s silent_ms=%lld grace_ms=%lld", s->c->nodes[node].name,
+              (long long)(ns->lost_mono_ms - ns->seen_mono_ms), (long long)s->opt.lost_grace_ms);
+    if (s->opt.lost_grace_ms <= 0) {
+        node_give_up(s, node, now_ms, ch);
+        return;
+    }
+    size_t n;
+    ServerJob **jobs = jobs_on_node(s, node, &n);
+    char why[200];
+    snprintf(why, sizeof(why), "node %s stopped answering before the run started there",
+             s->c->nodes[node].name);
+    for (size_t i = 0; i < n; i++)
+        if (job_on_node(jobs[i], node, false) &&
+            (!job_on_node(jobs[i], node, true) || jobs[i]->st.state == JOB_STOPPING))
+            requeue_from_node(s, jobs[i], node, why, now_ms, ch);
     free(jobs);
 }
 
@@ -487,15 +543,18 @@ void server_check_nodes(Server *s, int64_t now_ms)
     int64_t mono = server_mono_ms();
     for (size_t i = 0; i < s->c->n_nodes; i++) {
         NodeState *ns = &s->nodes[i];
-        if (ns->liveness == NODE_LOST || mono - ns->seen_mono_ms <= s->opt.lost_after_ms)
+        if (ns->liveness == NODE_LOST) {
+            if (!ns->gave_up && mono - ns->lost_mono_ms >= s->opt.lost_grace_ms)
+                node_give_up(s, (uint32_t)i, now_ms, &ch);
+            continue;
+        }
+        if (mono - ns->seen_mono_ms <= s->opt.lost_after_ms)
             continue;
         if (ns->liveness == NODE_UNKNOWN) {
             /* never reported since the server started: lost only if work sits there */
             bool busy = false;
             for (size_t k = 0; k < s->n_holding && !busy; k++)
-                for (size_t w = 0; w < s->holding[k]->n_workers; w++)
-                    busy |= s->holding[k]->workers[w].node == i &&
-                            !server_worker_ended(&s->holding[k]->workers[w]);
+                busy = job_on_node(s->holding[k], (uint32_t)i, false);
             if (!busy)
                 continue;
         }

@@ -123,7 +123,9 @@ typedef struct NodeState {
     char *address;   /* where its workers' peers reach it (MASTER_ADDR), or NULL: the name */
     char *gpus_json; /* the GPUs as its agent last reported them ("[...]"), or NULL */
     int64_t interruption_deadline_ms; /* its cloud takes it back then (wall ms); 0: no notice */
-    int64_t span_id; /* its open span of counted capacity in the store (nodespan.h), 0: none */
+    int64_t span_id;      /* its open span of counted capacity in the store (nodespan.h), 0: none */
+    int64_t lost_mono_ms; /* lost: when it was declared so (monotonic) */
+    bool gave_up;         /* lost past the grace: its jobs were requeued */
 } NodeState;
 
 typedef enum ProviderKind { PROVIDER_NONE, PROVIDER_SIM, PROVIDER_EXEC } ProviderKind;
@@ -140,7 +142,9 @@ typedef struct ServerOptions {
     const char *db_url;          /* "sqlite:PATH" or "postgres://..." */
     const char *data_dir;        /* admin.token and logs/ go here (the database's directory) */
     int64_t heartbeat_ms;        /* what agents are told (default 500) */
-    int64_t lost_after_ms;       /* silence that makes a node lost (default 15000) */
+    int64_t lost_after_ms;       /* silence that makes a node lost (default 40000) */
+    int64_t lost_grace_ms;       /* a lost node's running work waits this long for it to come
+                                    back before its jobs are requeued (-1: 300000; 0: none) */
     int64_t cycle_ms;            /* scheduling cycle at the latest every (default 1000) */
     int64_t min_runtime_ms;      /* a job runs this long before it may be preempted (-1: 5 min) */
     ProviderKind provider;       /* who starts and stops the nodes of autoscaled pools */

@@ -19,12 +19,14 @@ free_port() {
 }
 
 # start_server [EXTRA ARGS]: start (or restart, on the same database and port) the server.
+# A node is lost after 3 s of silence and its jobs requeued at once; EXTRA ARGS, coming
+# later, override that.
 start_server() {
     [ -n "${PORT:-}" ] || PORT=$(free_port)
     URL=http://127.0.0.1:$PORT
     mkdir -p "$T/var"
     "$GPUORCH" server --config "${CLUSTER:-examples/cluster-demo.yaml}" --db "sqlite:$T/var/gpuorch.db" \
-        --listen "127.0.0.1:$PORT" --heartbeat-ms 200 --lost-after-ms 3000 --min-runtime-s 0 "$@" \
+        --listen "127.0.0.1:$PORT" --heartbeat-ms 200 --lost-after-ms 3000 --lost-grace-ms 0 --min-runtime-s 0 "$@" \
         >>"$T/server.out" 2>>"$T/server.log" &
     SERVER_PID=$!
     PIDS="$PIDS $SERVER_PID"
@@ -97,6 +99,18 @@ wait_nodes() {
     until api GET /api/v1/nodes && python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); sys.exit(0 if sum(n["state"] == "ready" for n in d["nodes"]) >= int(sys.argv[2]) else 1)' "$T/out" "$1" 2>/dev/null; do
         i=$((i + 1))
         [ $i -lt 200 ] || fail "$1 nodes did not become ready"
+        sleep 0.1
+    done
+}
+
+# wait_node NODE EXPR [SECONDS]: until the Python expression over the node n (as GET
+# /nodes lists it) holds.
+wait_node() {
+    limit=$(( ${3:-30} * 10 ))
+    i=0
+    until api GET /api/v1/nodes && python3 -c 'import json,sys; n = [n for n in json.load(open(sys.argv[1]))["nodes"] if n["name"] == sys.argv[2]][0]; sys.exit(0 if eval(sys.argv[3]) else 1)' "$T/out" "$1" "$2" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt "$limit" ] || fail "node $1: '$2' did not come true in ${3:-30} s (last: $(head -c 600 "$T/out"))"
         sleep 0.1
     done
 }
