@@ -58,6 +58,7 @@ struct Agent {
     int64_t next_heartbeat; /* monotonic */
     int64_t backoff_ms;     /* 0 while the server answers */
     char *link_error;       /* the failure logged, NULL while the server answers */
+    char *refusal;          /* the 4xx the server last refused a heartbeat with, or NULL */
     int64_t next_memory_poll;
     bool logs_down;    /* this heartbeat's round: a log upload found the server away */
     bool dirty;        /* the worker table needs saving */
@@ -485,6 +486,24 @@ static void heartbeat_failed(Agent *a, int64_t mono, const char *error)
     a->next_heartbeat = mono + a->backoff_ms;
 }
 
+/* The server answered, but refused the heartbeat (a 4xx: this node's GPUs are not what
+ * the cluster file declares, a token for another node, ...). It is not away, so there
+ * is no back-off: the agent asks again at its pace, and fixing the cause (the cluster
+ * file, the agent's GPUs) clears it without a restart. Its workers keep running
+ * meanwhile, as when the server is away. */
+static void heartbeat_refused(Agent *a, int64_t mono, const char *error)
+{
+    link_note(a, NULL);
+    a->backoff_ms = 0;
+    if (!a->refusal || strcmp(a->refusal, error)) {
+        log_error("event=heartbeat_refused error=\"%s\" workers_running=%zu action=retry", error,
+                  agent_worker_count(a, WK_RUNNING));
+        free(a->refusal);
+        a->refusal = strdup(error);
+    }
+    a->next_heartbeat = mono + a->heartbeat_ms;
+}
+
 static void heartbeat(Agent *a, int64_t mono)
 {
     Buf body = {0}, err = {0};
@@ -506,7 +525,10 @@ static void heartbeat(Agent *a, int64_t mono)
         buf_printf(&err, "the server answered %ld%s%s", rep.status, msg ? ": " : "",
                    msg ? msg : "");
         json_decref(o);
-        heartbeat_failed(a, mono, buf_str(&err));
+        if (rep.status >= 400 && rep.status < 500)
+            heartbeat_refused(a, mono, buf_str(&err));
+        else
+            heartbeat_failed(a, mono, buf_str(&err));
         goto out;
     }
     if (proto_reply_parse(buf_str(&rep.body), rep.body.len, &hr, &err) < 0) {
@@ -514,6 +536,10 @@ static void heartbeat(Agent *a, int64_t mono)
         goto out;
     }
     link_note(a, NULL);
+    if (a->refusal)
+        log_info("event=heartbeat_accepted was=\"%s\"", a->refusal);
+    free(a->refusal);
+    a->refusal = NULL;
     a->backoff_ms = 0;
     a->heartbeat_ms = hr.heartbeat_ms;
     a->logs_down = false;
@@ -839,6 +865,7 @@ void agent_close(Agent *a)
     if (a->lock_fd >= 0)
         close(a->lock_fd);
     free(a->link_error);
+    free(a->refusal);
     free(a->node);
     free(a->address);
     free(a->gpus_spec);

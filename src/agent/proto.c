@@ -14,9 +14,10 @@ static json_t *gpu_json(const AgentGpu *g)
     json_t *peers = json_array();
     for (size_t i = 0; i < g->n_peers; i++)
         json_array_append_new(peers, json_integer(g->peers[i]));
-    return json_pack("{si ss ss sI sb so so}", "index", (int)g->index, "uuid", g->uuid, "name",
-                     g->name, "memory_mib", (json_int_t)g->memory_mib, "mig_enabled",
-                     g->mig_enabled, "mig", mig, "nvlink_peers", peers);
+    return json_pack("{si ss ss sI sb sb so so}", "index", (int)g->index, "uuid", g->uuid, "name",
+                     g->name, "memory_mib", (json_int_t)g->memory_mib, "mig_capable",
+                     g->mig_capable, "mig_enabled", g->mig_enabled, "mig", mig, "nvlink_peers",
+                     peers);
 }
 
 int proto_heartbeat(const char *node, const char *address, const char *boot_id,

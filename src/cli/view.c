@@ -485,9 +485,33 @@ static void node_line(Buf *out, const json_t *node, const NodeWidths *nw, int64_
     buf_free(&f);
 }
 
+/* A mismatched node's difference, under its line, wrapped at word boundaries. */
+static void mismatch_lines(Buf *out, const json_t *node, size_t width)
+{
+    const char *text = jstr(node, "mismatch");
+    if (!text)
+        return;
+    Packer p;
+    Buf word = {0};
+    pack_begin(&p, out, width, 2, 4);
+    pack_item(&p, "mismatch:", "", 0);
+    for (const char *c = text; *c;) {
+        size_t n = strcspn(c, " ");
+        buf_reset(&word);
+        buf_printf(&word, "%.*s", (int)n, c);
+        if (n)
+            pack_item(&p, buf_str(&word), " ", 0);
+        c += n;
+        c += strspn(c, " ");
+    }
+    pack_end(&p);
+    out->oom |= word.oom;
+    buf_free(&word);
+}
+
 static void nodes_summary(Buf *out, const json_t *nodes)
 {
-    static const char *const states[] = {"ready", "unknown", "lost"};
+    static const char *const states[] = {"ready", "unknown", "lost", "mismatched"};
     size_t count[ARRAY_SIZE(states) + 1] = {0}, n = json_array_size(nodes), i, k;
     double gpus = 0, used = 0, u;
     const json_t *node, *g;
@@ -552,6 +576,7 @@ int view_nodes(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf 
     json_array_foreach(nodes, i, node)
     {
         node_line(out, node, &nw, now_ms, width);
+        mismatch_lines(out, node, width);
         gpu_map(out, json_object_get(node, "gpus"), width);
     }
     nodes_summary(out, nodes);

@@ -18,9 +18,7 @@ const GpuModel *catalog_model(size_t i)
     return i < catalog_models_count ? &catalog_models[i] : NULL;
 }
 
-/* Reduce a model name to upper-case letters and digits without vendor prefixes, so
- * "NVIDIA A100-SXM4-80GB" and "a100 sxm4 80gb" compare equal. */
-static void normalize(const char *in, char *out, size_t outlen)
+void catalog_normalize_name(const char *in, char *out, size_t outlen)
 {
     size_t n = 0;
     for (; *in && n + 1 < outlen; in++)
@@ -46,16 +44,16 @@ const GpuModel *catalog_find(const char *name)
     if (!name)
         return NULL;
     char want[64], have[64];
-    normalize(name, want, sizeof(want));
+    catalog_normalize_name(name, want, sizeof(want));
     if (!want[0])
         return NULL;
     for (size_t i = 0; i < catalog_models_count; i++) {
         const GpuModel *m = &catalog_models[i];
-        normalize(m->name, have, sizeof(have));
+        catalog_normalize_name(m->name, have, sizeof(have));
         if (strcmp(want, have) == 0)
             return m;
         for (const char *const *a = m->aliases; a && *a; a++) {
-            normalize(*a, have, sizeof(have));
+            catalog_normalize_name(*a, have, sizeof(have));
             if (strcmp(want, have) == 0)
                 return m;
         }

@@ -41,6 +41,10 @@ const GpuModel *catalog_model(size_t i);
  * 80GB HBM3", "Tesla T4"): case, spaces, dashes and a leading NVIDIA/Tesla are ignored.
  * NULL when unknown. */
 const GpuModel *catalog_find(const char *name);
+/* A model name reduced to upper-case letters and digits without vendor prefixes, as
+ * catalog_find compares them: "NVIDIA A100-SXM4-80GB" and "a100 sxm4 80gb" both become
+ * "A100SXM480GB". Cut to outlen - 1 characters. */
+void catalog_normalize_name(const char *in, char *out, size_t outlen);
 
 static inline bool gpu_model_has_mig(const GpuModel *m)
 {

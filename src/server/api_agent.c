@@ -11,6 +11,7 @@
  * An agent token bound to a node (auth.h) heartbeats for that node only and uploads only
  * the logs of workers that ran there; an unbound one may act for any node. */
 #include "server/api.h"
+#include "server/nodecheck.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
 #include "server/provider.h"
@@ -365,6 +366,31 @@ static void fold_interruption(Server *s, uint32_t node, const Interruption *in, 
     server_kick(s);
 }
 
+/* The node's agent reports other GPUs than the spec declares (nodecheck.h): the node
+ * takes no work until one of them is fixed. Its agent is there, so the node is not
+ * lost; what runs there is left as it was (the refused heartbeat changes nothing), and
+ * the agent, refused, keeps its workers running and reports them once it matches. An
+ * autoscaled node that came up this way is up (it is paid for), and closed. */
+static void node_mismatched(Server *s, uint32_t node, const char *diff)
+{
+    NodeState *ns = &s->nodes[node];
+    uint8_t presence = s->c->nodes[node].state;
+    if (presence == NODE_ABSENT || presence == NODE_STARTING) {
+        cluster_set_node_state(s->c, node, NODE_UP);
+        provider_node_up(s, node);
+    }
+    cluster_set_away(s->c, node, AWAY_MISMATCHED);
+    if (ns->liveness != NODE_MISMATCHED || !ns->mismatch || strcmp(ns->mismatch, diff)) {
+        log_error("event=node_mismatched node=%s was=%s mismatch=\"%s\"", s->c->nodes[node].name,
+                  node_liveness_name(ns->liveness), diff);
+        set_str(&ns->mismatch, diff);
+    }
+    ns->liveness = NODE_MISMATCHED;
+    ns->last_seen_ms = server_now_ms();
+    ns->seen_mono_ms = server_mono_ms();
+    nodespan_update(s, node, ns->last_seen_ms);
+}
+
 void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     json_t *body = http_body_json(rq, rp);
@@ -409,12 +435,44 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         json_decref(body);
         return;
     }
+    ReportedGpu *reported = NULL;
+    size_t n_reported = 0;
+    Buf why = {0};
+    int pr = nodecheck_parse(json_object_get(body, "gpus"), &reported, &n_reported, &why);
+    if (pr < 0) {
+        pthread_mutex_unlock(&s->lock);
+        if (pr == -ENOMEM)
+            http_reply_error(rp, 500, "out of memory");
+        else
+            http_reply_error(rp, 400, "%s", buf_str(&why));
+        buf_free(&why);
+        json_decref(body);
+        return;
+    }
+    bool matches = nodecheck_matches(s->c, (uint32_t)idx, reported, n_reported, &why);
+    free(reported);
+    if (!matches) {
+        node_mismatched(s, (uint32_t)idx, buf_str(&why));
+        pthread_mutex_unlock(&s->lock);
+        Buf msg = {0};
+        buf_printf(&msg,
+                   "node %s: %s; it takes no work until the cluster file or the agent's GPUs "
+                   "are fixed",
+                   name, buf_str(&why));
+        http_reply_json(rp, 409,
+                        json_pack("{s:s, s:s}", "error", buf_str(&msg), "mismatch", buf_str(&why)));
+        buf_free(&msg);
+        buf_free(&why);
+        json_decref(body);
+        return;
+    }
+    buf_free(&why);
+    if (ns->liveness == NODE_MISMATCHED)
+        log_info("event=node_matches node=%s", name);
     bool arriving = presence == NODE_ABSENT || presence == NODE_STARTING;
     if (ns->liveness != NODE_READY || arriving) {
         log_info("event=node_ready node=%s was=%s", name,
-                 arriving                    ? "starting"
-                 : ns->liveness == NODE_LOST ? "lost"
-                                             : "unknown");
+                 arriving ? "starting" : node_liveness_name(ns->liveness));
         ns->liveness = NODE_READY;
         if (arriving) {
             /* an autoscaled pool's node came up (or an agent was started by hand) */

@@ -65,18 +65,6 @@ static int collect_holders(Server *s, Holder **ret, size_t *ret_n)
     return 0;
 }
 
-static const char *liveness_name(NodeLiveness l)
-{
-    switch (l) {
-    case NODE_READY:
-        return "ready";
-    case NODE_LOST:
-        return "lost";
-    default:
-        return "unknown";
-    }
-}
-
 static const char *gpu_mode_name(GpuMode m)
 {
     switch (m) {
@@ -159,7 +147,9 @@ static json_t *node_json(Server *s, uint32_t i, const Holder *h, size_t nh)
     json_object_set_new(o, "pool", json_string(p->name));
     json_object_set_new(o, "tier", json_string(tier_name(p->tier)));
     json_object_set_new(o, "model", json_string(node_model(c, n)->name));
-    json_object_set_new(o, "state", json_string(liveness_name(ns->liveness)));
+    json_object_set_new(o, "state", json_string(node_liveness_name(ns->liveness)));
+    if (ns->liveness == NODE_MISMATCHED && ns->mismatch)
+        json_object_set_new(o, "mismatch", json_string(ns->mismatch));
     /* autoscaled pools: whether the node is there at all (absent, starting, up, leaving) */
     static const char *const presence[] = {"up", "starting", "leaving", "absent"};
     json_object_set_new(o, "presence",

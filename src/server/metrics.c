@@ -132,14 +132,23 @@ static void job_metrics(Server *s, Buf *b)
     buf_printf(b, "gpuorch_schedule_cycle_seconds_sum %.9g\n", k->cycle_seconds_sum);
     buf_printf(b, "gpuorch_schedule_cycle_seconds_count %llu\n", (unsigned long long)k->cycles);
 
-    uint64_t nodes[3] = {0};
+    uint64_t nodes[NODE_LIVENESS_COUNT] = {0};
     for (size_t i = 0; i < s->c->n_nodes; i++)
-        nodes[s->nodes[i].liveness < 3 ? s->nodes[i].liveness : NODE_UNKNOWN]++;
+        nodes[s->nodes[i].liveness < NODE_LIVENESS_COUNT ? s->nodes[i].liveness : NODE_UNKNOWN]++;
     head(b, "gpuorch_nodes", "gauge", "Nodes, by the state of their agent.");
-    buf_printf(b, "gpuorch_nodes{state=\"unknown\"} %llu\n",
-               (unsigned long long)nodes[NODE_UNKNOWN]);
-    buf_printf(b, "gpuorch_nodes{state=\"ready\"} %llu\n", (unsigned long long)nodes[NODE_READY]);
-    buf_printf(b, "gpuorch_nodes{state=\"lost\"} %llu\n", (unsigned long long)nodes[NODE_LOST]);
+    for (unsigned l = 0; l < NODE_LIVENESS_COUNT; l++)
+        buf_printf(b, "gpuorch_nodes{state=\"%s\"} %llu\n", node_liveness_name((NodeLiveness)l),
+                   (unsigned long long)nodes[l]);
+    /* which ones, for an alert that names them: a node is mismatched until someone fixes
+     * the cluster file or the agent */
+    head(b, "gpuorch_node_mismatched", "gauge",
+         "1 for each node whose agent reports other GPUs than the cluster file declares.");
+    for (size_t i = 0; i < s->c->n_nodes; i++)
+        if (s->nodes[i].liveness == NODE_MISMATCHED) {
+            buf_puts(b, "gpuorch_node_mismatched{node=");
+            label(b, s->c->nodes[i].name);
+            buf_puts(b, "} 1\n");
+        }
 }
 
 /* Budgets, as the scheduler's last cycle counted them (metering.c). */

@@ -55,6 +55,13 @@ int job_state_from_name(const char *name)
     return -1;
 }
 
+const char *node_liveness_name(NodeLiveness l)
+{
+    static const char *const names[NODE_LIVENESS_COUNT] = {"unknown", "ready", "lost",
+                                                           "mismatched"};
+    return (unsigned)l < NODE_LIVENESS_COUNT ? names[l] : "unknown";
+}
+
 int64_t server_now_ms(void)
 {
     struct timespec ts;
@@ -511,6 +518,7 @@ void server_close(Server *s)
             free(s->nodes[i].boot_id);
             free(s->nodes[i].address);
             free(s->nodes[i].gpus_json);
+            free(s->nodes[i].mismatch);
         }
     }
     mix_free(&s->mix);

@@ -113,7 +113,16 @@ typedef struct ServerJob {
 /* Shapes past this many go unmemoised (each job of them is tried every cycle). */
 #define SERVER_MAX_SHAPES 4096
 
-typedef enum NodeLiveness { NODE_UNKNOWN, NODE_READY, NODE_LOST } NodeLiveness;
+typedef enum NodeLiveness {
+    NODE_UNKNOWN,    /* its agent has not reported since the server started */
+    NODE_READY,      /* its agent reports */
+    NODE_LOST,       /* its agent went silent */
+    NODE_MISMATCHED, /* its agent reports other GPUs than the cluster file declares */
+    NODE_LIVENESS_COUNT
+} NodeLiveness;
+
+/* "unknown", "ready", "lost", "mismatched": the node's state in the API. */
+const char *node_liveness_name(NodeLiveness l);
 
 typedef struct NodeState {
     uint8_t liveness;     /* NodeLiveness */
@@ -122,6 +131,7 @@ typedef struct NodeState {
     char *boot_id;
     char *address;   /* where its workers' peers reach it (MASTER_ADDR), or NULL: the name */
     char *gpus_json; /* the GPUs as its agent last reported them ("[...]"), or NULL */
+    char *mismatch;  /* mismatched: how its GPUs differ from the spec (nodecheck.h) */
     int64_t interruption_deadline_ms; /* its cloud takes it back then (wall ms); 0: no notice */
     int64_t span_id;      /* its open span of counted capacity in the store (nodespan.h), 0: none */
     int64_t lost_mono_ms; /* lost: when it was declared so (monotonic) */

@@ -36,7 +36,7 @@ static void test_heartbeat_shape(void **state)
     strcpy(g[0].uuid, "GPU-0");
     strcpy(g[0].name, "NVIDIA A100-80GB");
     g[0].memory_mib = 81920;
-    g[0].mig_enabled = true;
+    g[0].mig_capable = g[0].mig_enabled = true;
     g[0].n_mig = 1;
     strcpy(g[0].mig[0].profile, "1g.10gb");
     g[0].mig[0].start = 6;
@@ -76,10 +76,11 @@ static void test_heartbeat_shape(void **state)
     json_t *want = json_loads(
         "{\"node\": \"a100-0\", \"address\": \"10.0.0.5\", \"boot_id\": \"boot-1\", \"gpus\": ["
         "{\"index\": 0, \"uuid\": \"GPU-0\", \"name\": \"NVIDIA A100-80GB\", \"memory_mib\": "
-        "81920, \"mig_enabled\": true, \"mig\": [{\"profile\": \"1g.10gb\", \"start\": 6, "
+        "81920, \"mig_capable\": true, \"mig_enabled\": true, \"mig\": [{\"profile\": "
+        "\"1g.10gb\", \"start\": 6, "
         "\"uuid\": \"MIG-6\"}], \"nvlink_peers\": [1]},"
         "{\"index\": 1, \"uuid\": \"GPU-1\", \"name\": \"NVIDIA A100-80GB\", \"memory_mib\": 0, "
-        "\"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": []}],"
+        "\"mig_capable\": false, \"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": []}],"
         "\"workers\": ["
         "{\"job\": 17, \"run\": 1, \"rank\": 0, \"pid\": 4242, \"state\": \"running\", "
         "\"start_ms\": 1764500000000, \"checkpoint\": \"/ck/17/ckpt-3\", "

@@ -315,6 +315,34 @@ static void test_nodes(void **state)
     buf_free(&err);
 }
 
+/* A mismatched node says so on its line and shows what differs under it, wrapped to
+ * the width at word boundaries; the summary counts it. */
+static void test_nodes_mismatched(void **state)
+{
+    (void)state;
+    json_t *doc = parse(
+        "{\"nodes\": [{\"name\": \"l4-0\", \"tier\": \"on-demand\", \"model\": \"L4\","
+        " \"state\": \"mismatched\", \"last_seen_ms\": 1764499999000,"
+        " \"mismatch\": \"the agent reports 8 x H100-80GB-SXM5 where the cluster file declares 4 x"
+        " L4 (pool l4): 8 GPUs, not 4; GPUs 0-7 are H100-80GB-SXM5, not L4\","
+        " \"gpus\": [{\"index\": 0, \"mode\": \"whole\", \"jobs\": []},"
+        " {\"index\": 1, \"mode\": \"whole\", \"jobs\": []}]}]}");
+    Buf out = {0}, err = {0};
+    assert_int_equal(view_nodes(doc, NOW, 60, &out, &err), 0);
+    const char *s = buf_str(&out);
+    check_width(s, 60);
+    assert_string_equal(line_with(s, "l4-0"), "l4-0  L4 x2  on-demand  mismatched  seen 1s ago");
+    assert_string_equal(line_with(s, "mismatch:"),
+                        "  mismatch: the agent reports 8 x H100-80GB-SXM5 where the");
+    assert_string_equal(line_with(s, "cluster file"),
+                        "    cluster file declares 4 x L4 (pool l4): 8 GPUs, not 4;");
+    assert_string_equal(line_with(s, "GPUs 0-7"), "    GPUs 0-7 are H100-80GB-SXM5, not L4");
+    assert_non_null(strstr(s, "1 node: 1 mismatched; 0 of 2 GPUs in use\n"));
+    json_decref(doc);
+    buf_free(&out);
+    buf_free(&err);
+}
+
 static void test_teams(void **state)
 {
     (void)state;
@@ -457,10 +485,15 @@ static void test_arguments(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_text_cut),  cmocka_unit_test(test_table_fit),
-        cmocka_unit_test(test_duration),  cmocka_unit_test(test_queue),
-        cmocka_unit_test(test_nodes),     cmocka_unit_test(test_teams),
-        cmocka_unit_test(test_usage),     cmocka_unit_test(test_submitted_cancelled),
+        cmocka_unit_test(test_text_cut),
+        cmocka_unit_test(test_table_fit),
+        cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_queue),
+        cmocka_unit_test(test_nodes),
+        cmocka_unit_test(test_nodes_mismatched),
+        cmocka_unit_test(test_teams),
+        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_submitted_cancelled),
         cmocka_unit_test(test_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

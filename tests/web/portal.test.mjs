@@ -8,9 +8,11 @@
 // priority, and the API shows the new order; a member and a viewer get no such
 // controls; the chargeback CSV the page downloads equals GET /api/v1/usage?format=csv
 // for the same period, and its chart draws idle capacity apart from the teams' bars;
-// the Team page shows the GPU memory a class learned from a job
-// that ran out of it. Every page is photographed at 1280x800 and at a phone's size;
-// any console error fails the test (but for the refusals a step expects).
+// the Team page shows the GPU memory a class learned from a job that ran out of it; the
+// Cluster page shows a node whose agent reports other GPUs than the cluster file
+// declares as mismatched, with the difference. Every page is photographed at 1280x800
+// and at a phone's size; any console error fails the test (but for the refusals a step
+// expects).
 //
 // Usage: node tests/web/portal.test.mjs PATH/TO/gpuorch   (from the repository root)
 // Screenshots go to $GPUORCH_WEB_OUT, else web-screenshots/ beside the binary; with
@@ -196,12 +198,12 @@ async function main() {
   const leadTok = (await call('POST', '/tokens', { role: 'lead', team: 'research', name: 'research-lead' })).token;
   const memberTok = (await call('POST', '/tokens', { role: 'member', team: 'research', name: 'research-member' })).token;
   const viewerTok = (await call('POST', '/tokens', { role: 'viewer', name: 'finance' })).token;
+  const agent = (node, gpus, dir = `agent-${node}`) => start(dir, ['agent', '--server', URL_, '--token', agentTok,
+    '--node', node, '--gpus', gpus, '--address', '127.0.0.1', '--state-dir', join(T, dir), '--checkpoint-root', join(T, 'ckpt')],
+  { GPUORCH_SIM_MIG_DELAY_MS: '0' });
+  const agents = {};
   for (const [node, gpus] of [['h100-0', 'sim:H100-80GB-SXM5:8'], ['h100-1', 'sim:H100-80GB-SXM5:8'],
-    ['a100-0', 'sim:A100-80GB:8'], ['l4-0', 'sim:L4:4']]) {
-    start(`agent-${node}`, ['agent', '--server', URL_, '--token', agentTok, '--node', node, '--gpus', gpus,
-      '--address', '127.0.0.1', '--state-dir', join(T, `agent-${node}`), '--checkpoint-root', join(T, 'ckpt')],
-    { GPUORCH_SIM_MIG_DELAY_MS: '0' });
-  }
+    ['a100-0', 'sim:A100-80GB:8'], ['l4-0', 'sim:L4:4']]) agents[node] = agent(node, gpus);
   await until('four ready nodes', async () =>
     (await call('GET', '/nodes')).nodes.filter((n) => n.state === 'ready').length === 4);
 
@@ -407,6 +409,29 @@ async function main() {
   check(h100.gpus === 16 && h100.allocated[h100.allocated.length - 1] === 16, `the H100s are not sampled as allocated: ${JSON.stringify(h100)}`);
   await shoot(page, '6-cluster', 'portal-cluster.png');
   log('the cluster page draws nodes, slices and utilisation');
+
+  // An agent reporting eight H100s for l4-0, declared as four L4s: the node shows as
+  // mismatched with the difference, as the API has it; the right agent, back on its
+  // state directory, makes it ready again.
+  step = 'mismatch';
+  const stopped = (p) => new Promise((r) => (p.exitCode !== null || p.signalCode ? r() : p.once('exit', r)));
+  agents['l4-0'].kill('SIGKILL'); // its workers run on: the right agent takes them back
+  await stopped(agents['l4-0']);
+  const wrong = agent('l4-0', 'sim:H100-80GB-SXM5:8', 'agent-l4-0-wrong');
+  const card = page.locator('article[data-node="l4-0"]');
+  await card.locator('.state-mismatched').waitFor({ timeout: 20000 });
+  const said = (await card.locator('.mismatch').textContent()).replace(/^Takes no work: /, '');
+  const l4 = (await call('GET', '/nodes')).nodes.find((n) => n.name === 'l4-0');
+  check(l4.state === 'mismatched' && l4.mismatch === said, `the page says '${said}', the API ${JSON.stringify(l4)}`);
+  check(said.includes('8 GPUs, not 4') && said.includes('GPUs 0-7 are H100-80GB-SXM5, not L4'), `the difference reads '${said}'`);
+  await card.scrollIntoViewIfNeeded();
+  await shoot(page, '7-mismatched');
+  wrong.kill('SIGKILL');
+  await stopped(wrong);
+  agents['l4-0'] = agent('l4-0', 'sim:L4:4');
+  await card.locator('.state-ready').waitFor({ timeout: 20000 });
+  check(await card.locator('.mismatch').count() === 0, 'the mismatch is still shown after the right agent came back');
+  log('a mismatched node shows the difference, and is ready again once its agent is right');
 
   // Chargeback: everything stops first, so the numbers hold still; the page's CSV is
   // the API's for the same days.

@@ -2,7 +2,8 @@
 // /utilization, sampled by the server every 10 s), totals by model and by team, and
 // per node its GPUs: a whole GPU as one box, a MIG GPU as its slices drawn at their
 // places among the GPU's eight memory slices, an MPS-shared GPU as its shares, each
-// labelled with the job that holds it. Refreshes by itself.
+// labelled with the job that holds it; a node whose agent reports other GPUs than the
+// cluster file declares says how they differ. Refreshes by itself.
 import { api } from '../api.js';
 import { barChart, lineChart } from '../chart.js';
 import { fmtGpus, h, jobColour } from '../util.js';
@@ -54,6 +55,8 @@ function nodeView(n) {
       h('span', { class: `state state-${n.state}` }, n.state),
       h('span', { class: 'muted' }, `${n.model} × ${n.gpus.length} · ${n.pool} (${n.tier}) · ${fmtGpus(used)} in use`),
       h('span', { class: 'muted' }, `cpu ${Math.round(n.cpu_used_milli / 1000)}/${Math.round(n.cpu_milli / 1000)} · mem ${Math.round(n.memory_used_mib / 1024)}/${Math.round(n.memory_mib / 1024)} GiB`)),
+    // its agent reports other GPUs than the cluster file declares: it takes no work
+    n.mismatch ? h('p', { class: 'mismatch', role: 'alert' }, h('strong', {}, 'Takes no work: '), n.mismatch) : null,
     h('div', { class: 'gpus' }, n.gpus.map(gpuView)));
 }
 
@@ -74,17 +77,22 @@ function utilView(u) {
 function totalsView(nodes, teams) {
   const models = new Map();
   for (const n of nodes) {
-    const m = models.get(n.model) || { gpus: 0, used: 0, ready: 0 };
+    const m = models.get(n.model) || { gpus: 0, used: 0, ready: 0, free: 0 };
+    const used = n.gpus.reduce((a, g) => a + g.used, 0);
     m.gpus += n.gpus.length;
-    if (n.state === 'ready') m.ready += n.gpus.length;
-    m.used += n.gpus.reduce((a, g) => a + g.used, 0);
+    m.used += used;
+    // only a ready node takes work: what a lost or mismatched one holds frees nothing
+    if (n.state === 'ready') {
+      m.ready += n.gpus.length;
+      m.free += n.gpus.length - used;
+    }
     models.set(n.model, m);
   }
   const byModel = h('table', { class: 'totals', 'aria-label': 'GPUs by model' },
     h('thead', {}, h('tr', {}, ['Model', 'GPUs', 'Ready', 'In use', 'Free'].map((c) => h('th', { scope: 'col' }, c)))),
     h('tbody', {}, [...models].map(([name, m]) => h('tr', {},
       h('td', {}, name), h('td', { class: 'num' }, m.gpus), h('td', { class: 'num' }, m.ready),
-      h('td', { class: 'num' }, fmtGpus(m.used)), h('td', { class: 'num' }, fmtGpus(m.ready - m.used))))));
+      h('td', { class: 'num' }, fmtGpus(m.used)), h('td', { class: 'num' }, fmtGpus(m.free))))));
   const byTeam = barChart({
     label: 'GPUs held by team',
     rows: teams.map((t) => ({ label: t.name, value: t.held_gpus, text: `${fmtGpus(t.held_gpus)} of ${fmtGpus(t.guaranteed_gpus)} guaranteed` })),
