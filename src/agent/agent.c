@@ -60,9 +60,13 @@ struct Agent {
     char *link_error;       /* the failure logged, NULL while the server answers */
     char *refusal;          /* the 4xx the server last refused a heartbeat with, or NULL */
     int64_t next_memory_poll;
-    bool logs_down;    /* this heartbeat's round: a log upload found the server away */
-    bool dirty;        /* the worker table needs saving */
-    bool table_loaded; /* the table may be written: it was read first */
+    bool logs_down; /* this heartbeat's round: a log upload found the server away */
+    /* shutting the node down (agent_shutdown): nothing new starts, every worker stops */
+    bool shutdown;
+    int64_t shutdown_idle_since; /* monotonic ms since no worker is left, 0 while some are */
+    bool shutdown_told;          /* the server heard, or refused, a report with none left */
+    bool dirty;                  /* the worker table needs saving */
+    bool table_loaded;           /* the table may be written: it was read first */
 };
 
 static char *join(const char *a, const char *b)
@@ -425,7 +429,7 @@ static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
             }
             continue;
         }
-        if (rw->stop != WSTOP_NONE || was_forgotten(a, &rw->key))
+        if (rw->stop != WSTOP_NONE || was_forgotten(a, &rw->key) || a->shutdown)
             continue;
         if (GROW(a->w, a->cap_w, a->n_w + 1) < 0 || !(w = worker_new(&rw->key, rw->spec))) {
             log_error("event=worker_start error=\"out of memory\"");
@@ -454,7 +458,7 @@ static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
             stop_worker(a, w, NULL, WSTOP_CANCEL, mono);
         i++;
     }
-    for (size_t i = 0; i < a->n_w; i++)
+    for (size_t i = 0; i < a->n_w && !a->shutdown; i++)
         if (a->w[i]->state == WK_PENDING)
             try_launch(a, a->w[i], mono);
 }
@@ -504,13 +508,24 @@ static void heartbeat_refused(Agent *a, int64_t mono, const char *error)
     a->next_heartbeat = mono + a->heartbeat_ms;
 }
 
+/* Is any worker still running or waiting to start? */
+static bool any_worker_left(const Agent *a)
+{
+    for (size_t i = 0; i < a->n_w; i++)
+        if (worker_live(a->w[i]) || a->w[i]->state == WK_PENDING)
+            return true;
+    return false;
+}
+
 static void heartbeat(Agent *a, int64_t mono)
 {
     Buf body = {0}, err = {0};
     HttpReply rep = {0};
     HeartbeatReply hr = {0};
+    /* the report the shutdown waits for: one that says every worker has ended */
+    bool final = a->shutdown && !any_worker_left(a);
     if (proto_heartbeat(a->node, a->address, a->boot_id, a->gpus, a->n_gpus, a->w, a->n_w,
-                        notice_watch_notice(a->notice), &body) < 0) {
+                        notice_watch_notice(a->notice), a->shutdown, &body) < 0) {
         heartbeat_failed(a, mono, "out of memory building the heartbeat");
         goto out;
     }
@@ -525,9 +540,10 @@ static void heartbeat(Agent *a, int64_t mono)
         buf_printf(&err, "the server answered %ld%s%s", rep.status, msg ? ": " : "",
                    msg ? msg : "");
         json_decref(o);
-        if (rep.status >= 400 && rep.status < 500)
+        if (rep.status >= 400 && rep.status < 500) {
             heartbeat_refused(a, mono, buf_str(&err));
-        else
+            a->shutdown_told |= final; /* it will not take it: nothing more to tell */
+        } else
             heartbeat_failed(a, mono, buf_str(&err));
         goto out;
     }
@@ -543,8 +559,10 @@ static void heartbeat(Agent *a, int64_t mono)
     a->backoff_ms = 0;
     a->heartbeat_ms = hr.heartbeat_ms;
     a->logs_down = false;
+    a->shutdown_told |= final;
     apply_forget(a, &hr);
-    apply_mig(a, &hr);
+    if (!a->shutdown) /* a node going down is not reconfigured */
+        apply_mig(a, &hr);
     apply_workers(a, &hr, agent_mono_ms());
     /* before the uploads, which take seconds: a crash then must not start again the
      * workers just launched */
@@ -621,9 +639,61 @@ void agent_tick(Agent *a)
      * at most, and the server needs them to move the node's jobs */
     if (a->notice && notice_watch_tick(a->notice, mono, agent_wall_ms()))
         a->next_heartbeat = mono;
+    if (a->shutdown && !a->shutdown_idle_since && !any_worker_left(a)) {
+        /* the last worker ended: tell the server now, not a heartbeat later */
+        a->shutdown_idle_since = mono;
+        a->next_heartbeat = mono;
+        a->shutdown_told = false;
+    }
     if (mono >= a->next_heartbeat)
         heartbeat(a, mono);
     save_table(a);
+}
+
+void agent_shutdown(Agent *a)
+{
+    if (a->shutdown)
+        return;
+    a->shutdown = true;
+    int64_t mono = agent_mono_ms();
+    size_t saving = 0, stopping = 0, dropped = 0;
+    for (size_t i = 0; i < a->n_w;) {
+        Worker *w = a->w[i];
+        if (w->state == WK_PENDING) {
+            /* never ran: there is nothing to stop, and the server requeues its job */
+            WLOG(log_info, w, "worker_stop mode=drop reason=\"shutdown, had not started\"");
+            remove_worker(a, i);
+            dropped++;
+            continue;
+        }
+        i++;
+        if (!worker_live(w))
+            continue;
+        /* what can checkpoint is preempted (the checkpoint signal, up to its grace for
+         * LATEST, then SIGTERM); the rest gets SIGTERM, then SIGKILL after its grace */
+        bool saves = worker_checkpoints(w);
+        w->shutdown = true;
+        worker_request_stop(w, saves ? WSTOP_PREEMPT : WSTOP_CANCEL, mono);
+        WLOG(log_info, w, "worker_stop mode=%s reason=shutdown grace_ms=%lld",
+             saves ? "preempt" : "cancel", (long long)(w->a.argv ? w->a.grace_ms : 0));
+        saving += saves;
+        stopping += !saves;
+        mark_dirty(a);
+    }
+    save_table(a);
+    log_info("event=agent_shutdown workers_checkpointing=%zu workers_stopping=%zu "
+             "workers_dropped=%zu",
+             saving, stopping, dropped);
+    a->next_heartbeat = mono; /* the server stops sending work here at once */
+}
+
+bool agent_shutdown_done(const Agent *a)
+{
+    if (!a->shutdown || any_worker_left(a))
+        return false;
+    return a->shutdown_told ||
+           (a->shutdown_idle_since &&
+            agent_mono_ms() - a->shutdown_idle_since >= AGENT_SHUTDOWN_REPORT_MS);
 }
 
 int64_t agent_wait_ms(const Agent *a)
@@ -635,9 +705,13 @@ int64_t agent_wait_ms(const Agent *a)
     return left < 0 ? 0 : left < AGENT_TICK_MS ? left : AGENT_TICK_MS;
 }
 
-void agent_run(Agent *a, const volatile sig_atomic_t *quit)
+void agent_run(Agent *a, const volatile sig_atomic_t *stop)
 {
-    while (!*quit) {
+    while (*stop != AGENT_STOP_LEAVE) {
+        if (*stop == AGENT_STOP_SHUTDOWN)
+            agent_shutdown(a);
+        if (agent_shutdown_done(a))
+            break;
         agent_tick(a);
         int64_t ms = agent_wait_ms(a);
         struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000L};

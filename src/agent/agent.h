@@ -11,6 +11,7 @@
 #include "util/buf.h"
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define AGENT_TICK_MS            100
@@ -19,6 +20,9 @@
 #define AGENT_PENDING_MAX_MS     60000 /* a worker waits this long for its GPUs' shape */
 #define AGENT_MIG_BUDGET_MS      1000  /* MIG changes begun per heartbeat, after the first */
 #define AGENT_HTTP_TIMEOUT_MS    5000
+/* shutting down, with every worker ended: how long the agent tries to tell the server
+ * before it exits anyway (the worker table keeps the ends for the next agent) */
+#define AGENT_SHUTDOWN_REPORT_MS 10000
 
 typedef struct AgentOptions {
     const char *server_url;      /* http://host:port */
@@ -47,8 +51,21 @@ void agent_close(Agent *a);
 void agent_tick(Agent *a);
 /* Milliseconds until the next thing to do (at most AGENT_TICK_MS). */
 int64_t agent_wait_ms(const Agent *a);
-/* Tick until *quit is set. */
-void agent_run(Agent *a, const volatile sig_atomic_t *quit);
+/* Shut the node down (SIGTERM): a worker that can checkpoint (worker_checkpoints) gets
+ * the checkpoint signal and up to its grace to write one, then SIGTERM; the others get
+ * SIGTERM, then SIGKILL after their grace; one not started yet is dropped. Nothing new
+ * starts. The heartbeats say so ("shutdown": true, and per worker), and the server
+ * requeues their jobs to resume: the stop is the node's, not a failure of the jobs. */
+void agent_shutdown(Agent *a);
+/* Shutting down, every worker has ended, and a heartbeat that says so was answered (or
+ * refused), or AGENT_SHUTDOWN_REPORT_MS went by without the server. */
+bool agent_shutdown_done(const Agent *a);
+
+/* What agent_run is told by the signal handler. */
+enum { AGENT_STOP_NONE, AGENT_STOP_SHUTDOWN, AGENT_STOP_LEAVE };
+/* Tick until *stop says AGENT_STOP_LEAVE (stop the agent alone, the workers run on), or
+ * says AGENT_STOP_SHUTDOWN and the shutdown is done. */
+void agent_run(Agent *a, const volatile sig_atomic_t *stop);
 
 /* Counts for logs and tests. */
 size_t agent_worker_count(const Agent *a, int state);

@@ -236,6 +236,12 @@ static int parse_fields(json_t *o, Assignment *a, Buf *err)
     if ((r = get_int(o, "grace_ms", false, 0, INT64_MAX / 4, ASSIGN_DEFAULT_GRACE_MS, &a->grace_ms,
                      err)) < 0)
         return r;
+    json_t *ck = json_object_get(o, "checkpoints");
+    if (ck && !json_is_null(ck) && !json_is_boolean(ck)) {
+        buf_puts(err, "'checkpoints' must be true or false");
+        return -EINVAL;
+    }
+    a->checkpoints = json_is_true(ck);
     json_t *sig = json_object_get(o, "checkpoint_signal");
     a->checkpoint_signal = SIGUSR1;
     if (sig && !json_is_null(sig)) {

@@ -37,6 +37,7 @@ typedef struct Assignment {
     char **env;                     /* NULL-terminated "NAME=value" */
     char *resume_from;              /* NULL when starting afresh */
     int64_t checkpoint_interval_ms; /* 0: no periodic checkpoint signal */
+    bool checkpoints;               /* the job saves its work (it has a checkpoint setting) */
     int checkpoint_signal;          /* SIGUSR1 unless told */
     int64_t grace_ms;
     uint8_t stop; /* WorkerStop */

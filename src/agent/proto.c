@@ -22,7 +22,7 @@ static json_t *gpu_json(const AgentGpu *g)
 
 int proto_heartbeat(const char *node, const char *address, const char *boot_id,
                     const AgentGpu *gpus, size_t n_gpus, Worker *const *workers, size_t n_workers,
-                    const Notice *interruption, Buf *out)
+                    const Notice *interruption, bool shutdown, Buf *out)
 {
     json_t *ga = json_array(), *wa = json_array();
     json_t *root =
@@ -35,6 +35,8 @@ int proto_heartbeat(const char *node, const char *address, const char *boot_id,
             root, "interruption",
             json_pack("{sI ss ss}", "deadline_ms", (json_int_t)interruption->deadline_ms, "source",
                       notice_source_name(interruption->source), "action", interruption->action));
+    if (!r && shutdown)
+        r = json_object_set_new(root, "shutdown", json_true());
     for (size_t i = 0; i < n_gpus && !r; i++)
         r = json_array_append_new(ga, gpu_json(&gpus[i]));
     for (size_t i = 0; i < n_workers && !r; i++)

@@ -355,6 +355,11 @@ void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms)
     term(w, mono_ms + grace);
 }
 
+bool worker_checkpoints(const Worker *w)
+{
+    return w->a.checkpoints || w->checkpoint || w->a.resume_from;
+}
+
 void worker_advance(Worker *w, int64_t mono_ms)
 {
     if (w->state != WK_RUNNING)
@@ -415,6 +420,8 @@ json_t *worker_report_json(const Worker *w)
         json_object_set_new(o, "peak_memory_mib", json_integer((json_int_t)w->peak_memory_mib));
     if (w->oom && worker_ended(w))
         json_object_set_new(o, "oom", json_true());
+    if (w->shutdown)
+        json_object_set_new(o, "shutdown", json_true());
     return o;
 }
 
@@ -458,6 +465,7 @@ int worker_table_save(const char *path, const char *machine_boot_id, Worker *con
         json_object_set_new(o, "log_sent", json_integer(x->log_sent));
         json_object_set_new(o, "peak_memory_mib", json_integer((json_int_t)x->peak_memory_mib));
         json_object_set_new(o, "oom", json_boolean(x->oom));
+        json_object_set_new(o, "shutdown", json_boolean(x->shutdown));
         if (json_array_append_new(arr, o) < 0) {
             json_decref(root);
             return -ENOMEM;
@@ -525,6 +533,7 @@ static Worker *record_load(json_t *o, bool same_boot, Buf *err)
     w->log_sent = get_i64(o, "log_sent");
     w->peak_memory_mib = (uint64_t)get_i64(o, "peak_memory_mib");
     w->oom = json_is_true(json_object_get(o, "oom")); /* absent in older tables: false */
+    w->shutdown = json_is_true(json_object_get(o, "shutdown"));
     if (w->state == WK_RUNNING) {
         uint64_t ticks;
         char ps;

@@ -67,6 +67,8 @@ typedef struct Worker {
     uint64_t peak_memory_mib; /* 0: unknown */
     bool oom;                 /* ended badly on its own with a GPU out-of-memory message in
                                * its log's tail (oomscan.h) */
+    bool shutdown;            /* stopped because the node is shutting down (agent_shutdown):
+                               * its end is the node's doing, not the job's */
 
     /* not persisted: a restarted agent starts these afresh */
     int64_t pending_since;   /* monotonic ms the worker began waiting for its GPUs */
@@ -129,6 +131,9 @@ void worker_signal(Worker *w, int sig);
  * shortened when the grace (w->a.grace_ms) has shrunk since: the deadline of a phase
  * timed by the grace becomes at most the stop's beginning plus the new grace. */
 void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms);
+/* Can the worker save its work when told? Its job has a checkpoint setting, or it has
+ * written a checkpoint (LATEST), or it resumes from one. */
+bool worker_checkpoints(const Worker *w);
 /* Periodic checkpoint signals and the stop machine's deadlines. */
 void worker_advance(Worker *w, int64_t mono_ms);
 

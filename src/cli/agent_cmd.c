@@ -1,6 +1,9 @@
-/* agent_cmd.c: `gpuorch agent`, the node agent in the foreground. SIGINT and SIGTERM
- * end the agent but not its workers: they run in their own process groups, and the
- * next agent started with the same --state-dir finds them again (workers.json). */
+/* agent_cmd.c: `gpuorch agent`, the node agent in the foreground. SIGTERM (what a
+ * machine going down, systemd or `make run` sends) and SIGINT shut the node down: its
+ * workers checkpoint where they can and stop, the server requeues their jobs, and the
+ * agent exits (agent_shutdown). SIGHUP ends the agent alone: its workers run on in
+ * their own process groups, and the next agent started with the same --state-dir finds
+ * them again (workers.json), as for an upgrade of the agent. */
 #include "agent/agent.h"
 #include "agent/worker.h"
 #include "cli/cli.h"
@@ -14,12 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t quit_requested;
+static volatile sig_atomic_t stop_requested;
 
-static void on_quit(int sig)
+static void on_stop(int sig)
 {
-    (void)sig;
-    quit_requested = 1;
+    stop_requested = sig == SIGHUP ? AGENT_STOP_LEAVE : AGENT_STOP_SHUTDOWN;
 }
 
 static void usage(FILE *f)
@@ -45,8 +47,10 @@ static void usage(FILE *f)
             "                        server, which moves this node's jobs (default none)\n"
             "  --metadata-url URL    the metadata service (default: the cloud's own address)\n"
             "  --notice-poll-ms MS   how often to ask it (default 5000)\n\n"
-            "SIGINT/SIGTERM stop the agent and leave its workers running; an agent started\n"
-            "again with the same state directory takes them back. See docs/agent.md.\n");
+            "SIGTERM or SIGINT shut the node down: workers that can checkpoint do, all stop,\n"
+            "the server requeues their jobs to resume, and the agent exits. SIGHUP stops the\n"
+            "agent alone and leaves its workers running; an agent started again with the\n"
+            "same state directory takes them back. See docs/agent.md.\n");
 }
 
 int cmd_agent(int argc, char **argv)
@@ -152,10 +156,11 @@ int cmd_agent(int argc, char **argv)
         o.state_dir = state_dir;
     }
 
-    struct sigaction sa = {.sa_handler = on_quit};
+    struct sigaction sa = {.sa_handler = on_stop};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     Agent *a = NULL;
@@ -166,7 +171,7 @@ int cmd_agent(int argc, char **argv)
         return 1;
     }
     buf_free(&err);
-    agent_run(a, &quit_requested);
+    agent_run(a, &stop_requested);
     log_info("event=agent_stop workers_left_running=%zu", agent_worker_count(a, WK_RUNNING));
     agent_close(a);
     return 0;

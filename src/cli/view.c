@@ -511,7 +511,7 @@ static void mismatch_lines(Buf *out, const json_t *node, size_t width)
 
 static void nodes_summary(Buf *out, const json_t *nodes)
 {
-    static const char *const states[] = {"ready", "unknown", "lost", "mismatched"};
+    static const char *const states[] = {"ready", "unknown", "lost", "mismatched", "down"};
     size_t count[ARRAY_SIZE(states) + 1] = {0}, n = json_array_size(nodes), i, k;
     double gpus = 0, used = 0, u;
     const json_t *node, *g;

@@ -105,6 +105,10 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
         server_move_progress(s, j, now, ch);
         return ended;
     }
+    /* stopped by its node's shutdown (told now, or by an agent since restarted): the
+     * run is requeued, not failed for it */
+    if (ended && json_is_true(json_object_get(w, "shutdown")))
+        server_job_node_shutdown(s, j, node, now, ch);
     server_job_progress(s, j, now, ch);
     /* an ended worker is forgotten once its whole run has closed (and been written):
      * until then a restarted server still learns from its agent that it ended */
@@ -216,6 +220,14 @@ static int64_t checkpoint_interval_ms(const Server *s, const ServerJob *j)
     return autoscale_checkpoint_interval_ms(j->spec.checkpoint_cost_ms, rate);
 }
 
+/* Does the job save its work? It has a checkpoint setting. Its agent stops it by a
+ * checkpoint when the node shuts down, and stops any other with SIGTERM. */
+static bool job_checkpoints(const ServerJob *j)
+{
+    return j->spec.checkpoint_interval_ms > 0 || j->spec.checkpoint_cost_ms > 0 ||
+           j->spec.checkpoint_grace_ms > 0;
+}
+
 /* Worker `rank` of run `run` on allocation pl (the job's, or the one a move leaves). */
 static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t rank, uint32_t run,
                            int64_t now)
@@ -230,15 +242,18 @@ static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t 
     for (size_t i = 0; i < j->spec.n_command; i++)
         json_array_append_new(cmd, json_string(j->spec.command[i]));
     const char *stop = stop_word(j);
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:i, s:o, s:o, s:o, s:o, s:I, s:s, s:I, s:o}",
-                     "job", (json_int_t)j->st.id, "run", (json_int_t)run, "rank", (json_int_t)rank,
-                     "local_rank", (json_int_t)local, "world_size", (json_int_t)j->n_workers,
-                     "master_addr", master, "master_port", (int)j->master_port, "gpus",
-                     placement_grants_json(s->c, wa), "command", cmd, "env", env_json(&j->spec),
-                     "resume_from", j->st.checkpoint ? json_string(j->st.checkpoint) : json_null(),
-                     "checkpoint_interval_ms", (json_int_t)checkpoint_interval_ms(s, j),
-                     "checkpoint_signal", "USR1", "grace_ms", (json_int_t)stop_grace_ms(s, j, now),
-                     "stop", stop ? json_string(stop) : json_null());
+    json_t *o = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:s, s:i, s:o, s:o, s:o, s:o, s:I, s:s, s:I, s:o}", "job",
+        (json_int_t)j->st.id, "run", (json_int_t)run, "rank", (json_int_t)rank, "local_rank",
+        (json_int_t)local, "world_size", (json_int_t)j->n_workers, "master_addr", master,
+        "master_port", (int)j->master_port, "gpus", placement_grants_json(s->c, wa), "command", cmd,
+        "env", env_json(&j->spec), "resume_from",
+        j->st.checkpoint ? json_string(j->st.checkpoint) : json_null(), "checkpoint_interval_ms",
+        (json_int_t)checkpoint_interval_ms(s, j), "checkpoint_signal", "USR1", "grace_ms",
+        (json_int_t)stop_grace_ms(s, j, now), "stop", stop ? json_string(stop) : json_null());
+    if (o)
+        json_object_set_new(o, "checkpoints", json_boolean(job_checkpoints(j)));
+    return o;
 }
 
 /* The node's desired state: MIG layouts and the workers it should run. */
@@ -409,6 +424,13 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         json_decref(body);
         return;
     }
+    json_t *down = json_object_get(body, "shutdown");
+    if (down && !json_is_boolean(down) && !json_is_null(down)) {
+        http_reply_error(rp, 400, "'shutdown' must be true or false");
+        json_decref(body);
+        return;
+    }
+    bool shutdown = json_is_true(down);
     Interruption intr;
     if (!parse_interruption(body, &intr)) {
         http_reply_error(rp, 400,
@@ -470,7 +492,8 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
     if (ns->liveness == NODE_MISMATCHED)
         log_info("event=node_matches node=%s", name);
     bool arriving = presence == NODE_ABSENT || presence == NODE_STARTING;
-    if (ns->liveness != NODE_READY || arriving) {
+    /* a node going down is not brought up (server_node_shutdown closes it below) */
+    if (!shutdown && (ns->liveness != NODE_READY || arriving)) {
         log_info("event=node_ready node=%s was=%s", name,
                  arriving ? "starting" : node_liveness_name(ns->liveness));
         ns->liveness = NODE_READY;
@@ -501,6 +524,8 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
     size_t i;
     json_t *w;
     mark_unreported(s, (uint32_t)idx);
+    if (shutdown)
+        server_node_shutdown(s, (uint32_t)idx, now, &ch);
     json_array_foreach(workers, i, w)
     {
         if (fold_worker(s, (uint32_t)idx, w, now, &ch))
@@ -509,7 +534,8 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
                                   json_object_get(w, "run"), "rank", json_object_get(w, "rank")));
     }
     fold_unreported(s, (uint32_t)idx, now, &ch);
-    fold_interruption(s, (uint32_t)idx, &intr, now, &ch);
+    if (!shutdown || intr.deadline_ms) /* a notice cleared does not reopen a node going down */
+        fold_interruption(s, (uint32_t)idx, &intr, now, &ch);
     int r = server_commit(s, &ch);
     changes_free(&ch);
     if (r < 0) {

@@ -537,6 +537,45 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
     free(jobs);
 }
 
+void server_job_node_shutdown(Server *s, ServerJob *j, uint32_t node, int64_t now_ms, Changes *ch)
+{
+    if (j->st.state != JOB_STARTING && j->st.state != JOB_RUNNING)
+        return; /* stopping already (a cancel stays a cancel) or ended */
+    char why[200];
+    snprintf(why, sizeof(why),
+             "node %s is shutting down (its agent was stopped): the run checkpoints, stops "
+             "and is requeued",
+             s->c->nodes[node].name);
+    changes_event(ch, j, now_ms, "shutdown", why);
+    server_job_stop(s, j, STOP_PREEMPT, true, now_ms, ch);
+}
+
+void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
+{
+    NodeState *ns = &s->nodes[node];
+    bool first = ns->liveness != NODE_DOWN;
+    ns->liveness = NODE_DOWN;
+    /* its agent said goodbye: for the reasons of waiting jobs, not registered */
+    cluster_set_away(s->c, node, AWAY_UNREGISTERED);
+    if (!first)
+        return;
+    nodespan_update(s, node, now_ms);
+    size_t n;
+    ServerJob **jobs = jobs_on_node(s, node, &n);
+    size_t stopped = 0;
+    for (size_t i = 0; i < n; i++) {
+        ServerJob *j = jobs[i];
+        if (!job_on_node(j, node, false) ||
+            (j->st.state != JOB_STARTING && j->st.state != JOB_RUNNING))
+            continue;
+        server_job_node_shutdown(s, j, node, now_ms, ch);
+        stopped++;
+    }
+    free(jobs);
+    log_info("event=node_shutdown node=%s jobs_stopped=%zu", s->c->nodes[node].name, stopped);
+    server_kick(s);
+}
+
 void server_check_nodes(Server *s, int64_t now_ms)
 {
     Changes ch = {0};
@@ -550,8 +589,9 @@ void server_check_nodes(Server *s, int64_t now_ms)
         }
         if (mono - ns->seen_mono_ms <= s->opt.lost_after_ms)
             continue;
-        if (ns->liveness == NODE_UNKNOWN) {
-            /* never reported since the server started: lost only if work sits there */
+        if (ns->liveness == NODE_UNKNOWN || ns->liveness == NODE_DOWN) {
+            /* never reported since the server started, or shut down by its agent: lost
+             * only if work sits there */
             bool busy = false;
             for (size_t k = 0; k < s->n_holding && !busy; k++)
                 busy = job_on_node(s->holding[k], (uint32_t)i, false);

@@ -57,8 +57,8 @@ int job_state_from_name(const char *name)
 
 const char *node_liveness_name(NodeLiveness l)
 {
-    static const char *const names[NODE_LIVENESS_COUNT] = {"unknown", "ready", "lost",
-                                                           "mismatched"};
+    static const char *const names[NODE_LIVENESS_COUNT] = {"unknown", "ready", "lost", "mismatched",
+                                                           "down"};
     return (unsigned)l < NODE_LIVENESS_COUNT ? names[l] : "unknown";
 }
 

@@ -118,10 +118,11 @@ typedef enum NodeLiveness {
     NODE_READY,      /* its agent reports */
     NODE_LOST,       /* its agent went silent */
     NODE_MISMATCHED, /* its agent reports other GPUs than the cluster file declares */
+    NODE_DOWN,       /* its agent shut the node down (SIGTERM) and said so */
     NODE_LIVENESS_COUNT
 } NodeLiveness;
 
-/* "unknown", "ready", "lost", "mismatched": the node's state in the API. */
+/* "unknown", "ready", "lost", "mismatched", "down": the node's state in the API. */
 const char *node_liveness_name(NodeLiveness l);
 
 typedef struct NodeState {
@@ -291,6 +292,12 @@ void server_save_mig(Server *s, const Placement *pl);
 bool server_worker_ended(const WorkerRun *w);
 /* Nodes whose agents went silent: lost, their jobs torn down and requeued. */
 void server_check_nodes(Server *s, int64_t now_ms);
+/* The node's agent is shutting it down: it takes no work, and every job with a worker
+ * there is stopped (with a checkpoint) and requeued to resume, as a preemption. */
+void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch);
+/* A worker of the job ended because its node shut down: the run is stopped and
+ * requeued as above (the ends of a shutdown an earlier agent reported), not failed. */
+void server_job_node_shutdown(Server *s, ServerJob *j, uint32_t node, int64_t now_ms, Changes *ch);
 /* Size a queued job from what its workload class learned (core/learn.h): 0 unchanged,
  * 1 resized, 2 when no GPU of the cluster holds what the class needs, -ENOMEM. */
 int server_job_size(Server *s, ServerJob *j);

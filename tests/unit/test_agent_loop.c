@@ -9,7 +9,9 @@
  * From a review: the table is on disk before the round's log uploads (a crash then does
  * not start a worker twice); one upload that cannot reach the server ends the round's
  * uploads; a later reply's smaller grace shortens a stop under way; an agent started
- * with fds 0-2 closed puts /dev/null there. */
+ * with fds 0-2 closed puts /dev/null there. SIGTERM's shutdown stops every worker, by a
+ * checkpoint where it can, and says so; a refused heartbeat is asked again without
+ * back-off. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -575,6 +577,112 @@ static void test_review_fixes(void **state)
     review_pids[0] = review_pids[1] = 0; /* reaped: the numbers may be reused */
 }
 
+/* SIGTERM's shutdown: the worker that checkpoints gets the checkpoint signal, writes
+ * LATEST and stops; the one that does not gets SIGTERM (not the checkpoint signal, which
+ * would kill it); one the server assigns meanwhile never starts. The heartbeats say
+ * "shutdown", each stopped worker is reported with "shutdown": true, and the agent is
+ * done once a heartbeat reported every worker ended. */
+static const char *SA = "{\"job\": 1, \"run\": 7, \"rank\": 0, \"gpus\": [{\"index\": 0}], "
+                        "\"grace_ms\": 20000, \"checkpoints\": true, \"command\": [\"/bin/sh\", "
+                        "\"-c\", \"trap 'echo $GPUORCH_CHECKPOINT_DIR/ckpt-9 > "
+                        "$GPUORCH_CHECKPOINT_DIR/L.tmp; mv $GPUORCH_CHECKPOINT_DIR/L.tmp "
+                        "$GPUORCH_CHECKPOINT_DIR/LATEST' USR1; trap 'exit 143' TERM; while :; "
+                        "do sleep 0.05; done\"], \"stop\": null}";
+static const char *SB = "{\"job\": 2, \"run\": 7, \"rank\": 0, \"gpus\": [{\"index\": 1}], "
+                        "\"grace_ms\": 20000, \"command\": [\"/bin/sh\", \"-c\", \"trap 'exit 0' "
+                        "TERM; while :; do sleep 0.05; done\"], \"stop\": null}";
+static const char *SC = "{\"job\": 3, \"run\": 7, \"rank\": 0, \"gpus\": [], \"command\": "
+                        "[\"/bin/sh\", \"-c\", \"sleep 30\"], \"stop\": null}";
+
+static void test_shutdown(void **state)
+{
+    Agent *a = open_agent_in("shutdown");
+    Buf b = {0};
+    buf_printf(&b, "{\"heartbeat_ms\": 100, \"workers\": [%s, %s]}", SA, SB);
+    srv_reply(buf_str(&b));
+    assert_true(TICK_UNTIL(a, reported_state(1, "running") && reported_state(2, "running")));
+    assert_false(agent_shutdown_done(a));
+    agent_shutdown(a);
+    buf_reset(&b);
+    buf_printf(&b, "{\"heartbeat_ms\": 100, \"workers\": [%s, %s, %s]}", SA, SB, SC);
+    srv_reply(buf_str(&b));
+    int64_t t0 = agent_mono_ms();
+    assert_true(TICK_UNTIL(a, agent_shutdown_done(a)));
+    assert_true(agent_mono_ms() - t0 < 5000); /* neither waited out its 20 s grace */
+    pthread_mutex_lock(&srv.lock);
+    assert_true(json_is_true(json_object_get(srv.last, "shutdown")));
+    pthread_mutex_unlock(&srv.lock);
+    json_t *wa = reported(1), *wb = reported(2);
+    assert_string_equal(json_string_value(json_object_get(wa, "state")), "exited");
+    assert_int_equal(json_integer_value(json_object_get(wa, "exit_code")), 143);
+    assert_true(json_is_true(json_object_get(wa, "shutdown")));
+    const char *ck = json_string_value(json_object_get(wa, "checkpoint"));
+    assert_non_null(ck);
+    assert_non_null(strstr(ck, "/1/ckpt-9"));
+    assert_string_equal(json_string_value(json_object_get(wb, "state")), "exited");
+    assert_int_equal(json_integer_value(json_object_get(wb, "exit_code")), 0);
+    assert_int_equal(json_integer_value(json_object_get(wb, "signal")), 0);
+    assert_true(json_is_true(json_object_get(wb, "shutdown")));
+    assert_null(json_object_get(wb, "checkpoint"));
+    json_decref(wa);
+    json_decref(wb);
+    assert_true(reported_none(3));
+    assert_int_equal(agent_worker_count(a, WK_PENDING), 0);
+    assert_int_equal(agent_worker_count(a, WK_RUNNING), 0);
+    agent_close(a);
+
+    /* the table keeps the shutdown's ends: a later agent reports them so */
+    a = open_agent_in("shutdown");
+    srv_reply("{\"heartbeat_ms\": 100}");
+    int before = srv_int(&srv.heartbeats);
+    assert_true(TICK_UNTIL(a, srv_int(&srv.heartbeats) > before + 1));
+    wa = reported(1);
+    assert_true(json_is_true(json_object_get(wa, "shutdown")));
+    assert_int_equal(json_integer_value(json_object_get(wa, "exit_code")), 143);
+    json_decref(wa);
+    pthread_mutex_lock(&srv.lock);
+    assert_null(json_object_get(srv.last, "shutdown"));
+    pthread_mutex_unlock(&srv.lock);
+    agent_close(a);
+    buf_free(&b);
+}
+
+/* A heartbeat refused (4xx) is asked again at the heartbeat's pace, not backed off like
+ * a server away (5xx); a shutdown the server refuses is done at once. */
+static void test_refused(void **state)
+{
+    Agent *a = open_agent_in("refused");
+    srv_reply("{\"heartbeat_ms\": 100}");
+    int before = srv_int(&srv.heartbeats);
+    assert_true(TICK_UNTIL(a, srv_int(&srv.heartbeats) > before)); /* heartbeat_ms 100 learned */
+    pthread_mutex_lock(&srv.lock);
+    srv.heartbeat_status = 409;
+    pthread_mutex_unlock(&srv.lock);
+    before = srv_int(&srv.heartbeats);
+    tick_for(a, 1500);
+    int refused = srv_int(&srv.heartbeats) - before;
+    pthread_mutex_lock(&srv.lock);
+    srv.heartbeat_status = 503;
+    pthread_mutex_unlock(&srv.lock);
+    before = srv_int(&srv.heartbeats);
+    tick_for(a, 1500);
+    int away = srv_int(&srv.heartbeats) - before;
+    /* every 100 ms against 0.5 s, then 1 s, of back-off */
+    assert_true(refused >= 8);
+    assert_true(away <= 3);
+    pthread_mutex_lock(&srv.lock);
+    srv.heartbeat_status = 409;
+    pthread_mutex_unlock(&srv.lock);
+    agent_shutdown(a);
+    int64_t t0 = agent_mono_ms();
+    assert_true(TICK_UNTIL(a, agent_shutdown_done(a)));
+    assert_true(agent_mono_ms() - t0 < AGENT_SHUTDOWN_REPORT_MS / 2);
+    pthread_mutex_lock(&srv.lock);
+    srv.heartbeat_status = 200;
+    pthread_mutex_unlock(&srv.lock);
+    agent_close(a);
+}
+
 /* Started with stdin, stdout and stderr closed, the agent puts /dev/null there, so no
  * file of its own (the lock, a worker's log) lands on them. In a child process. */
 static void test_std_fds_closed(void **state)
@@ -617,10 +725,9 @@ static void test_std_fds_closed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_loop),
-        cmocka_unit_test(test_one_agent_per_dir),
-        cmocka_unit_test(test_review_fixes),
-        cmocka_unit_test(test_std_fds_closed),
+        cmocka_unit_test(test_loop),         cmocka_unit_test(test_one_agent_per_dir),
+        cmocka_unit_test(test_review_fixes), cmocka_unit_test(test_std_fds_closed),
+        cmocka_unit_test(test_shutdown),     cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -71,7 +71,8 @@ static void test_heartbeat_shape(void **state)
     Worker *all[] = {run, done, killed, pending, bad};
 
     Buf out = {0};
-    assert_int_equal(proto_heartbeat("a100-0", "10.0.0.5", "boot-1", g, 2, all, 5, NULL, &out), 0);
+    assert_int_equal(
+        proto_heartbeat("a100-0", "10.0.0.5", "boot-1", g, 2, all, 5, NULL, false, &out), 0);
     json_t *got = json_loads(buf_str(&out), 0, NULL);
     json_t *want = json_loads(
         "{\"node\": \"a100-0\", \"address\": \"10.0.0.5\", \"boot_id\": \"boot-1\", \"gpus\": ["
@@ -106,9 +107,21 @@ static void test_heartbeat_shape(void **state)
 
     /* no address: the field is left out */
     buf_reset(&out);
-    assert_int_equal(proto_heartbeat("a100-0", NULL, "boot-1", g, 0, NULL, 0, NULL, &out), 0);
+    assert_int_equal(proto_heartbeat("a100-0", NULL, "boot-1", g, 0, NULL, 0, NULL, false, &out),
+                     0);
     assert_string_equal(buf_str(&out),
                         "{\"node\":\"a100-0\",\"boot_id\":\"boot-1\",\"gpus\":[],\"workers\":[]}");
+
+    /* shutting down: said at the top, and of each worker the shutdown stopped */
+    buf_reset(&out);
+    done->shutdown = true;
+    Worker *one[] = {done};
+    assert_int_equal(proto_heartbeat("a100-0", NULL, "boot-1", g, 0, one, 1, NULL, true, &out), 0);
+    got = json_loads(buf_str(&out), 0, NULL);
+    assert_true(json_is_true(json_object_get(got, "shutdown")));
+    assert_true(json_is_true(
+        json_object_get(json_array_get(json_object_get(got, "workers"), 0), "shutdown")));
+    json_decref(got);
     buf_free(&out);
     for (size_t i = 0; i < 5; i++)
         worker_free(all[i]);
