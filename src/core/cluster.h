@@ -72,6 +72,7 @@ typedef enum NodeAway {
     AWAY_LOST,         /* its agent went silent */
     AWAY_MISMATCHED,   /* its agent reports other GPUs than the cluster spec declares */
     AWAY_NOTICE,       /* its cloud is taking it back (a spot interruption notice) */
+    AWAY_DOWN,         /* its agent was stopped and said so (the node is shut down) */
     AWAY_COUNT
 } NodeAway;
 

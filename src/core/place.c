@@ -569,6 +569,7 @@ typedef enum Unready {
     UNREADY_LOST,
     UNREADY_MISMATCHED,
     UNREADY_NOTICE,
+    UNREADY_DOWN,
     UNREADY_CLOSED,
     UNREADY_STARTING,
     UNREADY_LEAVING,
@@ -584,6 +585,7 @@ static const char *const unready_says[UNREADY_COUNT][2] = {
     {"is mismatched (its agent reports other GPUs than the cluster spec declares)",
      "are mismatched (their agents report other GPUs than the cluster spec declares)"},
     {"is being taken back by its cloud", "are being taken back by their cloud"},
+    {"is shut down (its agent was stopped)", "are shut down (their agents were stopped)"},
     {"is closed to new work", "are closed to new work"},
     {"is starting", "are starting"},
     {"is leaving", "are leaving"},
@@ -614,6 +616,8 @@ static int unready_of(const Node *n)
         return UNREADY_MISMATCHED;
     case AWAY_NOTICE:
         return UNREADY_NOTICE;
+    case AWAY_DOWN:
+        return UNREADY_DOWN;
     default:
         return UNREADY_CLOSED;
     }

@@ -555,8 +555,7 @@ void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
     NodeState *ns = &s->nodes[node];
     bool first = ns->liveness != NODE_DOWN;
     ns->liveness = NODE_DOWN;
-    /* its agent said goodbye: for the reasons of waiting jobs, not registered */
-    cluster_set_away(s->c, node, AWAY_UNREGISTERED);
+    cluster_set_away(s->c, node, AWAY_DOWN);
     if (!first)
         return;
     nodespan_update(s, node, now_ms);

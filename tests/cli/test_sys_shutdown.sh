@@ -46,6 +46,8 @@ done
 ls "$T/ckpt/$TRAIN"/ckpt-* >/dev/null 2>&1 || fail "the training job wrote no checkpoint file"
 [ "$(field "$SERVE" 'd["checkpoint"]')" = None ] || fail "the serving job has a checkpoint"
 wait_node h100-0 'n["state"] == "down"'
+# and they wait for it, as their reason says
+wait_for "$TRAIN" "'h100-0 is shut down (its agent was stopped)' in (d['reason'] or '')" 10
 
 # started again: both run again, the training job from its checkpoint
 start_agent h100-0 sim:H100-80GB-SXM5:8

@@ -54,24 +54,26 @@ static SchedJob *fill(World *w, unsigned node)
 static void test_not_ready_nodes_named(void **state)
 {
     World *w = *state;
-    Cluster *c = scene(w, 6);
+    Cluster *c = scene(w, 7);
     fill(w, 0);
     cluster_set_away(c, 1, AWAY_UNREGISTERED);
     cluster_set_away(c, 2, AWAY_LOST);
     cluster_set_away(c, 3, AWAY_MISMATCHED);
     cluster_set_away(c, 4, AWAY_NOTICE);
-    cluster_set_schedulable(c, 5, false);
+    cluster_set_away(c, 5, AWAY_DOWN);
+    cluster_set_schedulable(c, 6, false);
     SchedJob *j = submit(w, (JobArgs){.gpus = 1, .submit_ms = 1});
     cycle(w, 1000);
     assert_false(started(w, j));
     assert_string_equal(j->reason,
-                        "no node has 1 free GPU with the CPU and memory asked: of the 6 nodes it "
+                        "no node has 1 free GPU with the CPU and memory asked: of the 7 nodes it "
                         "may use, 1 has no room for a worker (the most free GPUs on one: 0), h-1 "
                         "has not registered "
                         "(no agent has reported for it), h-2 is lost (its agent stopped "
                         "answering), h-3 is mismatched (its agent reports other GPUs than the "
-                        "cluster spec declares), h-4 is being taken back by its cloud, h-5 is "
-                        "closed to new work; it can start when running work frees room or those "
+                        "cluster spec declares), h-4 is being taken back by its cloud, h-5 is shut "
+                        "down (its agent was stopped), h-6 is closed to new work; it can start "
+                        "when running work frees room or those "
                         "nodes are ready");
 }
 
