@@ -237,17 +237,15 @@ void checkpoint_fold(ServerJob *j, size_t rank, json_t *worker, int64_t now_ms, 
         changes_event(ch, j, now_ms, "checkpoint", latest);
         return;
     }
-    if (g->legacy_noted)
+    /* one worker that marks steps: those count, LATEST is only an old habit */
+    if (j->n_workers == 1 || g->legacy_noted)
         return;
     g->legacy_noted = true;
     char detail[256];
-    if (j->n_workers == 1)
-        snprintf(detail, sizeof(detail), "LATEST is ignored: this run marks its steps in LATEST.0");
-    else
-        snprintf(detail, sizeof(detail),
-                 "rank %zu wrote LATEST, which the ranks of a gang share, so it names whichever "
-                 "wrote last: each rank marks its steps in LATEST.RANK (docs/agent.md)",
-                 rank);
+    snprintf(detail, sizeof(detail),
+             "rank %zu wrote LATEST, which the ranks of a gang share, so it names whichever "
+             "wrote last: each rank marks its steps in LATEST.RANK (docs/agent.md)",
+             rank);
     changes_event(ch, j, now_ms, "checkpoint-ignored", detail);
 }
 

@@ -11,8 +11,9 @@
  * even a higher one: the newest run's progress is what the next run continues.
  *
  * A one-worker job may still write only the old LATEST file: its text is the job's
- * checkpoint, as before. A gang's LATEST is not one: its ranks share the file, so it
- * names whichever rank wrote last (an event says it was ignored).
+ * checkpoint, as before, until the run marks a step. A gang's LATEST is not one: its
+ * ranks share the file, so it names whichever rank wrote last (an event says so, once a
+ * run, when a rank that marks no steps wrote it).
  *
  * The checkpoint is stored in the job's checkpoint text, durable like the rest of it:
  * LATEST's text as it was, or {"run": R, "step": S, "ranks": [PATH, ...]}. */
