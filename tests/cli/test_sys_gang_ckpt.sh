@@ -4,7 +4,9 @@
 # Two ranks on two nodes (two agents) both write step 1; rank 1 then writes step 2 and
 # is preempted before rank 0 writes it. The job's checkpoint is step 1 throughout: the
 # preemption, the requeue and a SIGKILL of the server keep it, and the next run's
-# rank 0 resumes from step-1/rank-0, rank 1 from step-1/rank-1. Both ranks also write
+# rank 0 resumes from step-1/rank-0, rank 1 from step-1/rank-1. That run's ranks both
+# write step 3, which replaces it; then rank 1's agent stops answering, the node is
+# lost, and the run after resumes from step 3, each rank its own. Both ranks also write
 # the old shared LATEST, as the issue's gang did (its last writer is rank 1's step 2):
 # it is not what they resume from. A heartbeat whose checkpoint list is malformed is
 # refused whole and changes nothing.
@@ -37,6 +39,8 @@ mark() {
 }
 if [ -n "${GPUORCH_RESUME_FROM:-}" ]; then
     echo "rank $RANK: resuming from $GPUORCH_RESUME_FROM: $(cat "$GPUORCH_RESUME_FROM/state")"
+    from=${GPUORCH_RESUME_FROM#"$D"/step-}
+    mark $((${from%%/*} + 2))
 else
     mark 1
     if [ "$RANK" = 1 ]; then
@@ -111,6 +115,26 @@ for r in 0 1; do
     done
     grep -qx "rank $r: resuming from $T/ckpt/$GANG/step-1/rank-$r: rank=$r step=1" "$T/out" ||
         fail "rank $r did not resume from its own step 1: $(grep resuming "$T/out")"
+done
+# both ranks of run 2 mark step 3: the run's first common step replaces run 1's
+wait_for "$GANG" 'd["checkpoint_step"] == 3' 30
+json_ok "$T/out" 'd["checkpoint_ranks"] == ["'"$T/ckpt/$GANG"'/step-3/rank-%d" % r for r in (0, 1)]'
+
+# Rank 1's agent stops answering: its node is lost, the gang is requeued with step 3.
+NODE1=$(field "$GANG" '[w["node"] for w in d["placement"] if w["rank"] == 1][0]')
+eval "LOST=\$AGENT_$(echo "$NODE1" | tr -c 'a-zA-Z0-9\n' _)"
+kill -STOP "$LOST"
+wait_for "$GANG" 'd["state"] == "pending" and any(e["type"] == "lost" for e in d["events"])' 30
+json_ok "$T/out" 'd["checkpoint_step"] == 3'
+kill -CONT "$LOST"
+wait_for "$GANG" 'd["state"] == "running" and d["run"] == 3' 30
+for r in 0 1; do
+    i=0
+    until api GET "/api/v1/jobs/$GANG/logs?rank=$r&run=3" && grep -q "resuming from" "$T/out"; do
+        i=$((i + 1)); [ $i -lt 100 ] || fail "rank $r of run 3 did not resume: $(head -3 "$T/out")"; sleep 0.1
+    done
+    grep -qx "rank $r: resuming from $T/ckpt/$GANG/step-3/rank-$r: rank=$r step=3" "$T/out" ||
+        fail "rank $r did not resume from its own step 3: $(grep resuming "$T/out")"
 done
 run 0 "$GPUORCH" cancel "$GANG"
 wait_for "$GANG" 'd["state"] == "cancelled"' 30
