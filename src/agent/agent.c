@@ -605,6 +605,16 @@ static void poll_memory(Agent *a)
     buf_free(&err);
 }
 
+/* What worker_watch_checkpoint saw (WORKER_SAW_*), one line each. */
+static void log_checkpoint(const Worker *w, int saw)
+{
+    if ((saw & WORKER_SAW_LATEST) && w->checkpoint)
+        WLOG(log_info, w, "checkpoint path=\"%s\"", w->checkpoint);
+    const CkptStep *last = ckpt_history_last(&w->ckpts);
+    if ((saw & WORKER_SAW_STEP) && last)
+        WLOG(log_info, w, "checkpoint step=%lld path=\"%s\"", (long long)last->step, last->path);
+}
+
 void agent_tick(Agent *a)
 {
     int64_t mono = agent_mono_ms();
@@ -612,14 +622,22 @@ void agent_tick(Agent *a)
         Worker *w = a->w[i];
         if (!worker_live(w))
             continue;
-        if (worker_watch_checkpoint(w)) {
-            WLOG(log_info, w, "checkpoint path=\"%s\"", w->checkpoint);
+        int saw = worker_watch_checkpoint(w);
+        if (saw) {
+            log_checkpoint(w, saw);
             mark_dirty(a);
         }
         int64_t seen = w->latest_mtime_ns;
+        size_t steps = w->ckpts.n;
+        const CkptStep *last = ckpt_history_last(&w->ckpts);
+        int64_t last_step = last ? last->step : -1, last_ms = last ? last->ms : -1;
         if (worker_reap(w)) {
-            if (w->checkpoint && w->latest_mtime_ns != seen)
-                WLOG(log_info, w, "checkpoint path=\"%s\"", w->checkpoint);
+            last = ckpt_history_last(&w->ckpts);
+            bool step_news =
+                last && (w->ckpts.n != steps || last->step != last_step || last->ms != last_ms);
+            log_checkpoint(w,
+                           (w->checkpoint && w->latest_mtime_ns != seen ? WORKER_SAW_LATEST : 0) |
+                               (step_news ? WORKER_SAW_STEP : 0));
             if (w->has_exit_code)
                 WLOG(log_info, w, "worker_exit code=%d", w->exit_code);
             else if (w->signal)

@@ -1,5 +1,5 @@
 /* worker.c: one worker's life as the agent sees it (reaping and the out-of-memory
- * verdict on its end, checkpoint file, signals, the stop machine) and the persisted
+ * verdict on its end, checkpoint markers, signals, the stop machine) and the persisted
  * table of workers. */
 #include "agent/worker.h"
 #include "agent/afile.h"
@@ -83,6 +83,7 @@ void worker_free(Worker *w)
     assign_free(&w->a);
     free(w->error);
     free(w->checkpoint);
+    ckpt_history_free(&w->ckpts);
     free(w->ckpt_dir);
     free(w->log_path);
     free(w);
@@ -123,20 +124,39 @@ static int64_t mtime_ns(const struct stat *st)
     return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
 }
 
-/* LATEST's mtime and size now; 0 and 0 when it is absent. */
-static void latest_stat(const Worker *w, int64_t *ret_mtime, int64_t *ret_size)
+/* The legacy LATEST of the job (rank < 0) or the rank's LATEST.RANK. */
+static void marker_path(const Worker *w, int rank, char *path, size_t size)
+{
+    if (rank < 0)
+        snprintf(path, size, "%s/LATEST", w->ckpt_dir);
+    else
+        snprintf(path, size, "%s/LATEST.%d", w->ckpt_dir, rank);
+}
+
+/* A marker's mtime, size and inode now; zeros when it is absent. */
+static void file_seen(const Worker *w, int rank, int64_t *ret_mtime, int64_t *ret_size,
+                      uint64_t *ret_ino)
 {
     *ret_mtime = 0;
     *ret_size = 0;
+    *ret_ino = 0;
     if (!w->ckpt_dir)
         return;
     char path[4096];
-    snprintf(path, sizeof(path), "%s/LATEST", w->ckpt_dir);
+    marker_path(w, rank, path, sizeof(path));
     struct stat st;
     if (stat(path, &st) == 0) {
         *ret_mtime = mtime_ns(&st);
         *ret_size = st.st_size;
+        *ret_ino = (uint64_t)st.st_ino;
     }
+}
+
+/* LATEST's mtime and size now; 0 and 0 when it is absent. */
+static void latest_stat(const Worker *w, int64_t *ret_mtime, int64_t *ret_size)
+{
+    uint64_t ino;
+    file_seen(w, -1, ret_mtime, ret_size, &ino);
 }
 
 void worker_started(Worker *w, pid_t pid, int64_t mono_ms)
@@ -147,8 +167,9 @@ void worker_started(Worker *w, pid_t pid, int64_t mono_ms)
     if (proc_stat(pid, &w->start_ticks, &st) < 0)
         w->start_ticks = 0;
     w->start_ms = agent_wall_ms();
-    /* a LATEST left by an earlier run is what this run resumes from, not news */
+    /* markers left by an earlier run are what this run resumes from, not news */
     latest_stat(w, &w->latest_mtime_ns, &w->latest_size);
+    file_seen(w, (int)w->key.rank, &w->marker_mtime_ns, &w->marker_size, &w->marker_ino);
     if (w->a.checkpoint_interval_ms > 0)
         w->next_checkpoint = mono_ms + w->a.checkpoint_interval_ms;
 }
@@ -252,12 +273,28 @@ bool worker_reap(Worker *w)
         w->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     }
     judge_end(w);
-    /* a checkpoint written just before the end: this is the last look at LATEST */
+    /* a checkpoint written just before the end: this is the last look at the markers */
     worker_watch_checkpoint(w);
     return true;
 }
 
-bool worker_watch_checkpoint(Worker *w)
+/* Up to max bytes of a marker, NUL-terminated in buf; false when it cannot be read. */
+static bool read_marker(const Worker *w, int rank, char *buf, size_t max)
+{
+    char path[4096];
+    marker_path(w, rank, path, sizeof(path));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, max);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return true;
+}
+
+static bool watch_latest(Worker *w)
 {
     int64_t mt, size;
     latest_stat(w, &mt, &size);
@@ -265,19 +302,9 @@ bool worker_watch_checkpoint(Worker *w)
         return false;
     w->latest_mtime_ns = mt;
     w->latest_size = size;
-    if (!mt)
-        return false;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/LATEST", w->ckpt_dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
     char buf[WORKER_LATEST_MAX + 1];
-    ssize_t n = read(fd, buf, WORKER_LATEST_MAX);
-    close(fd);
-    if (n <= 0)
+    if (!mt || !read_marker(w, -1, buf, WORKER_LATEST_MAX))
         return false;
-    buf[n] = '\0';
     char *s = buf;
     while (*s && isspace((unsigned char)*s))
         s++;
@@ -289,6 +316,41 @@ bool worker_watch_checkpoint(Worker *w)
     set_str(&w->checkpoint, s);
     w->checkpoint_ms = mt / 1000000;
     return true;
+}
+
+static bool watch_marker(Worker *w)
+{
+    int64_t mt, size;
+    uint64_t ino;
+    int rank = (int)w->key.rank;
+    file_seen(w, rank, &mt, &size, &ino);
+    if (mt == w->marker_mtime_ns && size == w->marker_size && ino == w->marker_ino)
+        return false;
+    w->marker_mtime_ns = mt;
+    w->marker_size = size;
+    w->marker_ino = ino;
+    char buf[CKPT_MARKER_MAX + 1];
+    if (!mt || !read_marker(w, rank, buf, CKPT_MARKER_MAX))
+        return false;
+    int64_t step;
+    char *path;
+    Buf err = {0};
+    if (ckpt_marker_parse(buf, &step, &path, &err) < 0) {
+        /* read once per change, so logged once per change */
+        log_error("event=checkpoint_invalid job=%lld run=%lld rank=%u file=\"%s/LATEST.%d\" "
+                  "error=\"%s\"",
+                  (long long)w->key.job, (long long)w->key.run, w->key.rank, w->ckpt_dir, rank,
+                  err.len ? buf_str(&err) : "out of memory");
+        buf_free(&err);
+        return false;
+    }
+    ckpt_history_add(&w->ckpts, step, mt / 1000000, path);
+    return true;
+}
+
+int worker_watch_checkpoint(Worker *w)
+{
+    return (watch_latest(w) ? WORKER_SAW_LATEST : 0) | (watch_marker(w) ? WORKER_SAW_STEP : 0);
 }
 
 void worker_signal(Worker *w, int sig)
@@ -341,6 +403,7 @@ void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms)
     if (mode == WSTOP_PREEMPT) {
         int64_t size;
         latest_stat(w, &w->stop_latest_ns, &size);
+        file_seen(w, (int)w->key.rank, &w->stop_marker_ns, &size, &w->stop_ino);
         worker_signal(w, w->a.checkpoint_signal ? w->a.checkpoint_signal : SIGUSR1);
         w->stop_phase = SP_CHECKPOINT;
         w->stop_deadline = mono_ms + grace;
@@ -357,7 +420,7 @@ void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms)
 
 bool worker_checkpoints(const Worker *w)
 {
-    return w->a.checkpoints || w->checkpoint || w->a.resume_from;
+    return w->a.checkpoints || w->checkpoint || w->ckpts.n || w->a.resume_from;
 }
 
 void worker_advance(Worker *w, int64_t mono_ms)
@@ -371,9 +434,13 @@ void worker_advance(Worker *w, int64_t mono_ms)
     }
     switch (w->stop_phase) {
     case SP_CHECKPOINT: {
-        int64_t mt, size;
+        int64_t mt, size, marker_mt;
+        uint64_t ino;
         latest_stat(w, &mt, &size);
-        if (mt && mt != w->stop_latest_ns) {
+        file_seen(w, (int)w->key.rank, &marker_mt, &size, &ino);
+        /* either marker will do: a one-worker job may still write only LATEST */
+        if ((mt && mt != w->stop_latest_ns) ||
+            (marker_mt && (marker_mt != w->stop_marker_ns || ino != w->stop_ino))) {
             w->stop_phase = SP_SETTLE;
             w->stop_deadline = mono_ms + WORKER_SETTLE_MS;
         } else if (mono_ms >= w->stop_deadline) {
@@ -414,6 +481,8 @@ json_t *worker_report_json(const Worker *w)
         json_object_set_new(o, "checkpoint", json_string(w->checkpoint));
         json_object_set_new(o, "checkpoint_ms", json_integer(w->checkpoint_ms));
     }
+    if (w->ckpts.n)
+        json_object_set_new(o, "checkpoints", ckpt_history_json(&w->ckpts));
     if (w->error)
         json_object_set_new(o, "error", json_string(w->error));
     if (w->peak_memory_mib)
@@ -459,6 +528,10 @@ int worker_table_save(const char *path, const char *machine_boot_id, Worker *con
         json_object_set_new(o, "checkpoint_ms", json_integer(x->checkpoint_ms));
         json_object_set_new(o, "latest_mtime_ns", json_integer(x->latest_mtime_ns));
         json_object_set_new(o, "latest_size", json_integer(x->latest_size));
+        json_object_set_new(o, "checkpoints", ckpt_history_json(&x->ckpts));
+        json_object_set_new(o, "marker_mtime_ns", json_integer(x->marker_mtime_ns));
+        json_object_set_new(o, "marker_size", json_integer(x->marker_size));
+        json_object_set_new(o, "marker_ino", json_integer((json_int_t)x->marker_ino));
         json_object_set_new(o, "ckpt_dir", str_or_null(x->ckpt_dir));
         json_object_set_new(o, "log_path", str_or_null(x->log_path));
         json_object_set_new(o, "log_base", json_integer(x->log_base));
@@ -528,6 +601,15 @@ static Worker *record_load(json_t *o, bool same_boot, Buf *err)
     w->latest_mtime_ns = get_i64(o, "latest_mtime_ns");
     w->latest_size = get_i64(o, "latest_size");
     set_str(&w->ckpt_dir, get_str(o, "ckpt_dir"));
+    ckpt_history_from_json(json_object_get(o, "checkpoints"), &w->ckpts);
+    if (json_object_get(o, "marker_mtime_ns")) {
+        w->marker_mtime_ns = get_i64(o, "marker_mtime_ns");
+        w->marker_size = get_i64(o, "marker_size");
+        w->marker_ino = (uint64_t)get_i64(o, "marker_ino");
+    } else {
+        /* a table of an agent before LATEST.RANK: a marker there now is not news */
+        file_seen(w, (int)w->key.rank, &w->marker_mtime_ns, &w->marker_size, &w->marker_ino);
+    }
     set_str(&w->log_path, get_str(o, "log_path"));
     w->log_base = get_i64(o, "log_base");
     w->log_sent = get_i64(o, "log_sent");

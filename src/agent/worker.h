@@ -11,6 +11,7 @@
 #pragma once
 
 #include "agent/assign.h"
+#include "agent/ckpt.h"
 #include "util/buf.h"
 
 #include <jansson.h>
@@ -28,13 +29,13 @@ typedef enum WorkerState {
 
 typedef enum StopPhase {
     SP_NONE,
-    SP_CHECKPOINT, /* preempt: checkpoint signal sent, waiting for LATEST or grace_ms */
-    SP_SETTLE,     /* preempt: LATEST changed; a moment for the worker to finish writing */
+    SP_CHECKPOINT, /* preempt: checkpoint signal sent, waiting for a marker or grace_ms */
+    SP_SETTLE,     /* preempt: a marker changed; a moment for the worker to finish writing */
     SP_TERM,       /* SIGTERM sent, SIGKILL at the deadline */
     SP_KILLED,
 } StopPhase;
 
-#define WORKER_SETTLE_MS       500   /* after LATEST changed, before SIGTERM */
+#define WORKER_SETTLE_MS       500   /* after a marker changed, before SIGTERM */
 #define WORKER_PREEMPT_KILL_MS 10000 /* SIGTERM to SIGKILL when preempting */
 #define WORKER_LATEST_MAX      4096  /* bytes of LATEST read */
 
@@ -60,7 +61,11 @@ typedef struct Worker {
     int64_t checkpoint_ms;   /* LATEST's mtime */
     int64_t latest_mtime_ns; /* LATEST as last seen (0: absent) */
     int64_t latest_size;
-    char *ckpt_dir; /* GPUORCH_CHECKPOINT_DIR */
+    CkptHistory ckpts;       /* the steps this run marked in LATEST.RANK (ckpt.h) */
+    int64_t marker_mtime_ns; /* LATEST.RANK as last seen (0: absent) */
+    int64_t marker_size;     /* bytes */
+    uint64_t marker_ino;     /* tells two renamed markers of one size apart */
+    char *ckpt_dir;          /* GPUORCH_CHECKPOINT_DIR */
     char *log_path;
     int64_t log_base;         /* the log's size when this run started: byte 0 of its upload */
     int64_t log_sent;         /* bytes of this run's log the server holds */
@@ -78,6 +83,8 @@ typedef struct Worker {
     int64_t stop_deadline;   /* monotonic ms */
     int64_t stop_since;      /* monotonic ms the stop (or its escalation) began */
     int64_t stop_latest_ns;  /* LATEST's mtime when the checkpoint signal went */
+    int64_t stop_marker_ns;  /* LATEST.RANK's mtime then */
+    uint64_t stop_ino;       /* and its inode */
     int log_status;          /* last non-200 status of a log upload, to log it once */
     bool lost;               /* loaded as running, found ended */
 } Worker;
@@ -115,14 +122,19 @@ int proc_stat(pid_t pid, uint64_t *ret_ticks, char *ret_state);
 /* Has the worker ended? Reaps a child (WNOHANG); watches /proc for an adopted one (a
  * /proc read that fails other than "no such process" is not an end). When the leader
  * has ended, what is left of its process group is killed (SIGKILL) before the worker is
- * reported ended, and LATEST is read one last time. A child that ended badly on its own
- * (a non-zero exit code, or a signal no stop of the agent's sent) has its log's tail
- * read once for GPU out-of-memory messages (oom); an end whose status is unknown is not
- * judged. True when the state changed. */
+ * reported ended, and the checkpoint markers are read one last time. A child that
+ * ended badly on its own (a non-zero exit code, or a signal no stop of the agent's sent)
+ * has its log's tail read once for GPU out-of-memory messages (oom); an end whose status
+ * is unknown is not judged. True when the state changed. */
 bool worker_reap(Worker *w);
 
-/* Read LATEST when it changed. True when checkpoint changed. */
-bool worker_watch_checkpoint(Worker *w);
+/* Read the checkpoint markers that changed: the legacy LATEST (checkpoint) and the
+ * rank's own LATEST.RANK (a step added to ckpts; a marker that is not "STEP PATH" is
+ * logged, event=checkpoint_invalid, and left out). Returns what changed:
+ * WORKER_SAW_LATEST, WORKER_SAW_STEP, both or 0. */
+#define WORKER_SAW_LATEST 1
+#define WORKER_SAW_STEP   2
+int worker_watch_checkpoint(Worker *w);
 
 /* Send sig to the worker's process group. */
 void worker_signal(Worker *w, int sig);
@@ -132,13 +144,13 @@ void worker_signal(Worker *w, int sig);
  * timed by the grace becomes at most the stop's beginning plus the new grace. */
 void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms);
 /* Can the worker save its work when told? Its job has a checkpoint setting, or it has
- * written a checkpoint (LATEST), or it resumes from one. */
+ * written a checkpoint (LATEST, or its rank's marker), or it resumes from one. */
 bool worker_checkpoints(const Worker *w);
 /* Periodic checkpoint signals and the stop machine's deadlines. */
 void worker_advance(Worker *w, int64_t mono_ms);
 
-/* The worker as the heartbeat reports it (docs/api.md); "oom": true only for an ended
- * worker that ran out of GPU memory. New reference. */
+/* The worker as the heartbeat reports it (docs/api.md); "checkpoints" once it marked a
+ * step; "oom": true only for an ended worker that ran out of GPU memory. New reference. */
 json_t *worker_report_json(const Worker *w);
 
 /* Save the running and ended workers (not the pending) to path atomically. */

@@ -11,6 +11,7 @@
  * An agent token bound to a node (auth.h) heartbeats for that node only and uploads only
  * the logs of workers that ran there; an unbound one may act for any node. */
 #include "server/api.h"
+#include "server/checkpoint.h"
 #include "server/nodecheck.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
@@ -63,14 +64,8 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
         (uint64_t)json_integer_value(peak) > wr->peak_mib)
         wr->peak_mib = (uint64_t)json_integer_value(peak);
 
-    const char *ckpt = shadow ? NULL : json_string_value(json_object_get(w, "checkpoint"));
-    if (ckpt && *ckpt && (!j->st.checkpoint || strcmp(ckpt, j->st.checkpoint))) {
-        json_t *at = json_object_get(w, "checkpoint_ms");
-        set_str(&j->st.checkpoint, ckpt);
-        j->st.checkpoint_ms = json_is_integer(at) ? json_integer_value(at) : now;
-        j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
-        changes_event(ch, j, now, "checkpoint", ckpt);
-    }
+    if (!shadow)
+        checkpoint_fold(j, (size_t)rank, w, now, ch);
     if (!state)
         return false;
     if (!strcmp(state, "running")) {
@@ -247,10 +242,10 @@ static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t 
         (json_int_t)j->st.id, "run", (json_int_t)run, "rank", (json_int_t)rank, "local_rank",
         (json_int_t)local, "world_size", (json_int_t)j->n_workers, "master_addr", master,
         "master_port", (int)j->master_port, "gpus", placement_grants_json(s->c, wa), "command", cmd,
-        "env", env_json(&j->spec), "resume_from",
-        j->st.checkpoint ? json_string(j->st.checkpoint) : json_null(), "checkpoint_interval_ms",
-        (json_int_t)checkpoint_interval_ms(s, j), "checkpoint_signal", "USR1", "grace_ms",
-        (json_int_t)stop_grace_ms(s, j, now), "stop", stop ? json_string(stop) : json_null());
+        "env", env_json(&j->spec), "resume_from", checkpoint_resume_json(j->st.checkpoint, rank),
+        "checkpoint_interval_ms", (json_int_t)checkpoint_interval_ms(s, j), "checkpoint_signal",
+        "USR1", "grace_ms", (json_int_t)stop_grace_ms(s, j, now), "stop",
+        stop ? json_string(stop) : json_null());
     if (o)
         json_object_set_new(o, "checkpoints", json_boolean(job_checkpoints(j)));
     return o;
@@ -406,6 +401,27 @@ static void node_mismatched(Server *s, uint32_t node, const char *diff)
     nodespan_update(s, node, ns->last_seen_ms);
 }
 
+/* The reported workers' checkpoint lists, all checked before any is folded in, so a
+ * malformed one changes nothing (400). */
+static bool workers_check(json_t *workers, HttpResponse *rp)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(workers, i, w)
+    {
+        Buf err = {0};
+        if (checkpoint_report_check(w, &err) < 0) {
+            http_reply_error(rp, 400, "workers[%zu] (job %lld, rank %lld): %s", i,
+                             (long long)json_integer_value(json_object_get(w, "job")),
+                             (long long)json_integer_value(json_object_get(w, "rank")),
+                             buf_str(&err));
+            buf_free(&err);
+            return false;
+        }
+    }
+    return true;
+}
+
 void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     json_t *body = http_body_json(rq, rp);
@@ -431,6 +447,10 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     bool shutdown = json_is_true(down);
+    if (!workers_check(workers, rp)) {
+        json_decref(body);
+        return;
+    }
     Interruption intr;
     if (!parse_interruption(body, &intr)) {
         http_reply_error(rp, 400,

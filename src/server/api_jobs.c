@@ -5,6 +5,7 @@
  * reply is built from the model afterwards, under its lock. */
 #include "server/api.h"
 
+#include "server/checkpoint.h"
 #include "server/placement_json.h"
 #include "spec/spec.h"
 #include "util/macro.h"
@@ -59,6 +60,10 @@ static json_t *placement_json(Server *s, const ServerJob *j)
         json_object_set_new(o, "state", json_string(worker_state_name(run->state)));
         if (run->pid > 0)
             json_object_set_new(o, "pid", json_integer(run->pid));
+        /* a gang waits for its slowest rank: show how far each has got */
+        int64_t step = checkpoint_rank_step(j, i);
+        if (step >= 0)
+            json_object_set_new(o, "checkpoint_step", json_integer((json_int_t)step));
         json_array_append_new(a, o);
     }
     return a;
@@ -92,7 +97,7 @@ json_t *api_job_json(Server *s, const ServerJob *j, bool full)
     json_object_set_new(o, "eta_ms", ms_or_null(pending ? server_eta_ms(s, j) : -1));
     json_object_set_new(o, "exit_code",
                         ended && st->exit_code >= 0 ? json_integer(st->exit_code) : json_null());
-    json_object_set_new(o, "checkpoint", str_or_null(st->checkpoint));
+    checkpoint_api_fields(st->checkpoint, o);
     json_object_set_new(o, "preemptions", json_integer(st->preemptions));
     if (j->sj.running && j->workers)
         json_object_set_new(o, "placement", placement_json(s, j));

@@ -7,6 +7,7 @@
  * A gang lives and dies whole: when one worker fails, the others are stopped; when a
  * node is lost, the job's workers elsewhere are stopped (with a checkpoint signal) and
  * the job is requeued to resume from its latest checkpoint. */
+#include "server/checkpoint.h"
 #include "server/metering.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
@@ -239,6 +240,8 @@ static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, 
     free(j->workers);
     j->workers = NULL;
     j->n_workers = 0;
+    checkpoint_gang_free(j->ckpt); /* the run's reports: the next run makes its own */
+    j->ckpt = NULL;
     free(j->st.placement_json);
     j->st.placement_json = NULL;
     j->stop_mode = STOP_NONE;
@@ -259,8 +262,11 @@ static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, 
         j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
         if (sched_enqueue(&s->sched, &j->sj) < 0)
             log_error("event=requeue_failed job=%lld reason=out_of_memory", (long long)j->st.id);
+        Buf from = {0};
+        checkpoint_label(j->st.checkpoint, &from);
         changes_event(ch, j, now_ms, "requeue",
-                      j->st.checkpoint ? j->st.checkpoint : "no checkpoint: starts over");
+                      j->st.checkpoint ? buf_str(&from) : "no checkpoint: starts over");
+        buf_free(&from);
         return;
     }
     j->st.state = final;

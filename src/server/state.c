@@ -11,6 +11,7 @@
 
 #include "core/admit.h"
 #include "core/mix.h"
+#include "server/checkpoint.h"
 #include "server/metering.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
@@ -121,6 +122,7 @@ static void server_job_free(ServerJob *j)
     placement_free(&j->sj.pl);
     placement_free(&j->sj.moved_from);
     free(j->workers);
+    checkpoint_gang_free(j->ckpt);
     free(j);
 }
 

@@ -108,6 +108,7 @@ typedef struct ServerJob {
     int64_t pl_from_ms;       /* sj.pl is charged from then (its run's start, or its move) */
     int64_t moved_from_ms;    /* moving: sj.moved_from was charged from then */
     int64_t no_move_until_ms; /* a replacement failed: not moved again before then */
+    struct GangCkpt *ckpt;    /* the run's checkpoint reports per rank (checkpoint.h), or NULL */
 } ServerJob;
 
 /* Shapes past this many go unmemoised (each job of them is tried every cycle). */
