@@ -43,7 +43,7 @@ for id in "$TRAIN" "$SERVE"; do
     json_ok "$T/out" '[e["type"] for e in d["events"] if e["type"] in ("shutdown", "requeue", "fail", "lost")] == ["shutdown", "requeue"]'
 done
 [ "$(field "$TRAIN" 'd["checkpoint"]')" != None ] || fail "the training job kept no checkpoint"
-ls "$T/ckpt/$TRAIN"/ckpt-* >/dev/null 2>&1 || fail "the training job wrote no checkpoint file"
+ls -d "$T/ckpt/$TRAIN"/step-*/rank-0 >/dev/null 2>&1 || fail "the training job wrote no checkpoint of its rank"
 [ "$(field "$SERVE" 'd["checkpoint"]')" = None ] || fail "the serving job has a checkpoint"
 wait_node h100-0 'n["state"] == "down"'
 # and they wait for it, as their reason says
