@@ -6,6 +6,7 @@
 #include "agent/oomscan.h"
 #include "util/file.h"
 #include "util/log.h"
+#include "util/macro.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -117,6 +118,47 @@ int proc_stat(pid_t pid, uint64_t *ret_ticks, char *ret_state)
     }
     free(text);
     return r;
+}
+
+int proc_catches(pid_t pid, int sig)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *text = NULL;
+    size_t len = 0;
+    int r = file_read_all(path, &text, &len);
+    if (r < 0)
+        return r;
+    /* caught, or ignored: either way the signal does not end it */
+    const char *cgt = strstr(text, "\nSigCgt:"), *ign = strstr(text, "\nSigIgn:");
+    r = -EINVAL;
+    if (cgt && ign && sig >= 1 && sig <= 64) {
+        unsigned long long mask = strtoull(cgt + 8, NULL, 16) | strtoull(ign + 8, NULL, 16);
+        r = (mask >> (sig - 1)) & 1;
+    }
+    free(text);
+    return r;
+}
+
+/* Send the checkpoint signal, but only to a worker whose process catches (or ignores)
+ * it: the default action of SIGUSR1 is to end the process, and a worker still starting
+ * (an interpreter importing its modules) has not set its handler yet. Whether it was
+ * sent. */
+static bool checkpoint_signal(Worker *w)
+{
+    int sig = w->a.checkpoint_signal ? w->a.checkpoint_signal : SIGUSR1;
+    int c = w->pid > 1 ? proc_catches(w->pid, sig) : 0;
+    if (c == 0 && !w->held_said) {
+        w->held_said = true;
+        log_info("event=signal_held job=%lld run=%lld rank=%u pid=%d signal=%s "
+                 "reason=\"the worker does not catch it yet\"",
+                 (long long)w->key.job, (long long)w->key.run, w->key.rank, (int)w->pid,
+                 assign_signal_name(sig));
+    }
+    if (c == 0)
+        return false;
+    worker_signal(w, sig); /* where /proc cannot say (c < 0), as before */
+    return true;
 }
 
 static int64_t mtime_ns(const struct stat *st)
@@ -404,7 +446,11 @@ void worker_request_stop(Worker *w, uint8_t mode, int64_t mono_ms)
         int64_t size;
         latest_stat(w, &w->stop_latest_ns, &size);
         file_seen(w, (int)w->key.rank, &w->stop_marker_ns, &size, &w->stop_ino);
-        worker_signal(w, w->a.checkpoint_signal ? w->a.checkpoint_signal : SIGUSR1);
+        if (!checkpoint_signal(w)) {
+            /* it cannot checkpoint now: it stops as a cancel would */
+            term(w, mono_ms + grace);
+            return;
+        }
         w->stop_phase = SP_CHECKPOINT;
         w->stop_deadline = mono_ms + grace;
         return;
@@ -429,8 +475,10 @@ void worker_advance(Worker *w, int64_t mono_ms)
         return;
     if (w->stop_mode == WSTOP_NONE && w->a.checkpoint_interval_ms > 0 &&
         mono_ms >= w->next_checkpoint) {
-        worker_signal(w, w->a.checkpoint_signal);
-        w->next_checkpoint = mono_ms + w->a.checkpoint_interval_ms;
+        /* held: asked again soon, not a whole interval later */
+        bool sent = checkpoint_signal(w);
+        w->next_checkpoint =
+            mono_ms + (sent ? w->a.checkpoint_interval_ms : MIN(w->a.checkpoint_interval_ms, 5000));
     }
     switch (w->stop_phase) {
     case SP_CHECKPOINT: {

@@ -70,6 +70,7 @@ typedef struct Worker {
     int64_t log_base;         /* the log's size when this run started: byte 0 of its upload */
     int64_t log_sent;         /* bytes of this run's log the server holds */
     uint64_t peak_memory_mib; /* 0: unknown */
+    bool held_said;           /* the log said a checkpoint signal was held (said once) */
     bool oom;                 /* ended badly on its own with a GPU out-of-memory message in
                                * its log's tail (oomscan.h) */
     bool shutdown;            /* stopped because the node is shutting down (agent_shutdown):
@@ -118,6 +119,9 @@ void worker_failed(Worker *w, const char *why);
 
 /* /proc/PID/stat's start time and state letter. -ENOENT when no such process. */
 int proc_stat(pid_t pid, uint64_t *ret_ticks, char *ret_state);
+/* Does sig leave the process running: caught or ignored (SigCgt, SigIgn in
+ * /proc/PID/status)? 1, 0, or a negative errno when /proc cannot say. */
+int proc_catches(pid_t pid, int sig);
 
 /* Has the worker ended? Reaps a child (WNOHANG); watches /proc for an adopted one (a
  * /proc read that fails other than "no such process" is not an end). When the leader

@@ -334,6 +334,56 @@ static void test_periodic_checkpoint(void **state)
     buf_free(&spec);
 }
 
+/* A worker that has not set its handler yet is not sent the checkpoint signal, whose
+ * default action would end it: the periodic one is held until it catches it, and a
+ * preemption stops it with SIGTERM instead. The worker sleeps half a second before it
+ * sets its trap (an interpreter importing its modules), with checkpoints every 50 ms. */
+static void test_checkpoint_signal_held_until_caught(void **state)
+{
+    Worker *w;
+    assert_int_equal(start("{\"job\": 31, \"run\": 1, \"rank\": 0, \"checkpoint_interval_ms\": "
+                           "50, \"command\": [\"/bin/sh\", \"-c\", \"sleep 0.5; trap 'echo "
+                           "got-usr1' USR1; echo ready; while :; do sleep 0.05; done\"]}",
+                           NULL, &w),
+                     0);
+    assert_int_equal(proc_catches(w->pid, SIGUSR1), 0);
+    int64_t t0 = agent_mono_ms();
+    while (agent_mono_ms() - t0 < 300) {
+        worker_advance(w, agent_mono_ms());
+        sleep_ms(10);
+    }
+    assert_false(worker_reap(w));
+    assert_int_equal(w->state, WK_RUNNING);
+    wait_for_text(w->log_path, "ready");
+    /* held signals come again within 5 s (at most an interval later, here 50 ms) */
+    for (int t = 0; t < 500; t++) {
+        worker_advance(w, agent_mono_ms());
+        char *text = read_file(w->log_path);
+        bool got = strstr(text, "got-usr1") != NULL;
+        free(text);
+        if (got)
+            break;
+        sleep_ms(10);
+    }
+    wait_for_text(w->log_path, "got-usr1");
+    assert_int_equal(proc_catches(w->pid, SIGUSR1), 1);
+    worker_request_stop(w, WSTOP_CANCEL, agent_mono_ms());
+    assert_true(until_ended(w, 5000));
+    worker_free(w);
+
+    /* preempted before it catches the signal: SIGTERM at once, not a wait for a
+     * checkpoint it cannot write */
+    assert_int_equal(start("{\"job\": 32, \"run\": 1, \"rank\": 0, \"grace_ms\": 20000, "
+                           "\"command\": [\"/bin/sh\", \"-c\", \"exec sleep 30\"]}",
+                           NULL, &w),
+                     0);
+    worker_request_stop(w, WSTOP_PREEMPT, agent_mono_ms());
+    assert_int_equal(w->stop_phase, SP_TERM);
+    assert_true(until_ended(w, 5000));
+    assert_int_equal(w->signal, SIGTERM);
+    worker_free(w);
+}
+
 /* A worker that ignores SIGTERM is killed when the grace runs out. */
 static void test_kill_after_grace(void **state)
 {
@@ -831,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_cancel_reaches_group),
         cmocka_unit_test(test_preempt),
         cmocka_unit_test(test_periodic_checkpoint),
+        cmocka_unit_test(test_checkpoint_signal_held_until_caught),
         cmocka_unit_test(test_kill_after_grace),
         cmocka_unit_test(test_table_reload),
         cmocka_unit_test(test_leftovers_killed),
