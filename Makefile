@@ -1,6 +1,6 @@
 # gpuorch: the commands people type. CMake + Ninja do the building.
 #   make          release build in build/
-#   make test     ASan+UBSan build in build-test/, every test through ctest
+#   make test     the release build, then ASan+UBSan in build-test/, every test through ctest
 #   make run      the main job: a server and two agents (simulated GPUs) on the demo cluster
 #   make bench    benchmarks, results into bench/RESULTS.md
 #   make deps     install missing Debian packages (apt-get update first); test-deps adds
@@ -33,7 +33,9 @@ build:
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-test: test-deps node_modules/.package-lock.json
+# The release build too: the optimiser finds warnings (-Werror) the debug build does not,
+# and `make run` uses it.
+test: test-deps node_modules/.package-lock.json build
 	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUORCH_SANITIZE=ON >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)

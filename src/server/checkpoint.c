@@ -167,6 +167,10 @@ static char *encode(const GangCkpt *g, int64_t step, int64_t *ret_ms)
     int64_t ms = 0;
     for (size_t r = 0; ranks && r < g->n_ranks; r++) {
         const CkptMark *m = mark_of(&g->ranks[r], step);
+        if (!m) { /* not a step every rank marked: the caller checked it is */
+            json_decref(ranks);
+            return NULL;
+        }
         ms = m->ms > ms ? m->ms : ms;
         json_array_append_new(ranks, json_string(m->path));
     }
