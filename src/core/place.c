@@ -935,8 +935,12 @@ static int place_pass(PlaceCtx *ctx, Cluster *c, const Request *r_in, Placement 
 
 int place_job(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *ret, Buf *why)
 {
+    /* the tiers the cluster has: on a cluster of owned nodes alone, one pass */
+    unsigned present = 0;
+    for (size_t i = 0; i < c->n_pools; i++)
+        present |= 1u << c->pools[i].tier;
     uint8_t first = r->prefer & r->tiers;
-    if (first && first != r->tiers) {
+    if (first && (first & present) != (r->tiers & present)) {
         /* production and inference that cannot move: owned and reserved capacity, where
          * they have room for all of it, before on-demand (the reason, if it comes to one,
          * is the second pass's, over all its tiers) */
