@@ -126,11 +126,11 @@ Before the evaluations were kept off spot (commit b7c1576, the same commands), 1
 and 89 of each week's 650-700 took free room on spot nodes that were up for other work,
 and the three weeks cost 86,415, 96,915 and 76,566 USD with 185.8, 120.9 and 215.0
 GPU-hours lost. Now they wait for reserved room, or on-demand when that stays full,
-and, being normal work with nothing checkpointing below them but ads-train (low,
-checkpoint cost 60 s: more than the 30 s grace, and no interval off spot), they preempt
-it on the reserved nodes, which loses its work since it started: the weeks lose more
-(the table above) and ads-train is preempted more often, still well under the 2% the
-target allows. The bills move by a few percent either way: spot nodes no longer kept
+and, being normal work, they preempt the low work on the reserved nodes. There
+ads-train checkpoints only on spot (it gives a cost of 60 s and no interval), and its
+cost is more than the 30 s grace, so each such preemption loses its work since it
+started: the weeks lose more (the table above) and ads-train is preempted more often,
+still well under the 2% the target allows. The bills move by a few percent either way: spot nodes no longer kept
 up by evaluations, on-demand nodes started for them when reserved capacity stays full.
 
 TEXT
