@@ -1,7 +1,8 @@
 /* bench_place.c: placement decisions per second on a large cluster with a mixed
  * stream of jobs (whole GPUs, gangs, MIG profiles, GPU memory, MPS shares, CPU-only),
  * with departures so the cluster stays busy: once allocation passes a high-water mark
- * the oldest placements leave. A decision is one place_job call, placed or not.
+ * the oldest placements leave. A decision is one place_job call, placed or not. Every
+ * job is preemptible and checkpoints, so it may use every node, spot included.
  *
  * usage: bench_place CLUSTER.yaml [JOBS] [POLICY] [SEED] */
 #include "core/place.h"
@@ -42,6 +43,10 @@ static void shape(Shape *s, const char *label, double weight, ReqKind kind, unsi
     s->spec.workers = workers;
     s->spec.cpu_milli = 4000 * (gpus ? gpus : 1);
     s->spec.memory_mib = 16384 * (gpus ? gpus : 1);
+    /* preemptible and checkpointing, so that every tier is open to the stream (spot only
+     * takes work that saves itself): the nodes it may use are the cluster's */
+    s->spec.preemptible = true;
+    s->spec.checkpoint_interval_ms = 30 * 60 * 1000;
     if (workers > 1) {
         s->spec.scope = SCOPE_LEAF;
         s->spec.scope_required = true;

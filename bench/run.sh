@@ -43,7 +43,8 @@ echo "bench: placement decisions per second" >&2
     echo "1g.10gb and 3g.40gb, 18 GiB of GPU memory, 0.25 and 0.5 MPS shares, CPU-only) on"
     echo "\`examples/cluster-large.yaml\`; the oldest placements leave whenever allocation passes"
     echo "85%, so the cluster stays busy. A decision is one \`place_job\` call, placed or not;"
-    echo "one thread. Target: at least 50,000 per second for gpuorch."
+    echo "one thread. Every job is preemptible and checkpoints, so every node is open to it (spot"
+    echo "takes only such work). Target: at least 50,000 per second for gpuorch."
     echo
     echo "| policy | decisions/s | jobs placed | mean GPU allocation | command |"
     echo "|---|---|---|---|---|"

@@ -212,10 +212,15 @@ static bool no_pool(Admit *a)
             buf_str(&t), was_text(a));
         buf_free(&t);
         int team = a->j->team ? cluster_find_team(a->c, a->j->team) : -1;
+        bool spot_was = false;
+        for (size_t p = 0; p < a->c->n_pools; p++)
+            spot_was |= a->was[p] && a->c->pools[p].tier == TIER_SPOT;
         if (team >= 0 && a->c->teams[team].tiers)
             buf_printf(a->why, " (team '%s' may use only the tiers of its 'capacity')", a->j->team);
         else if (a->j->priority == PRIO_PRODUCTION)
             buf_puts(a->why, " (production never runs on spot)");
+        else if (spot_was && !job_spec_spot_ok(a->j))
+            buf_puts(a->why, " (spot takes only preemptible work that checkpoints)");
     } else if (!narrow(a, keep_fabric)) {
         say(a, "it asks for fabric '%s', which none of the pools it may use has (%s)",
             a->c->fabrics[r->fabric], was_text(a));

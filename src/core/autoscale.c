@@ -275,7 +275,9 @@ static int plan_job(Autoscaler *a, const Cluster *c, const AutoscaleJob *w, int6
     const SchedJob *j = w->j;
     const Request *r = &j->req;
     bool saves = j->preemptible && w->checkpoints;
-    bool spot_ok = (r->tiers & TIER_BIT(TIER_SPOT)) && (saves || r->tiers == TIER_BIT(TIER_SPOT));
+    /* what an interruption would lose never goes to spot, whatever its tiers say (its
+     * request's tiers leave spot out already: job_spec_spot_ok) */
+    bool spot_ok = (r->tiers & TIER_BIT(TIER_SPOT)) && saves;
     int64_t max_wait = w->max_wait_ms > 0 ? w->max_wait_ms : a->cfg.max_wait_ms;
     int64_t deadline = w->waiting_since_ms + max_wait;
     bool spot_first = spot_ok && saves && now < deadline;

@@ -11,9 +11,10 @@
  *    fabric) and whose nodes can hold it (a gang in one pool); nodes already starting
  *    are filled first, as a pass plans every waiting job from scratch;
  *  - preemptible jobs that checkpoint look at spot pools first; other jobs never scale
- *    a spot pool (production's tier mask already excludes spot), unless spot is all
- *    their mask allows. When the spot pools cannot hold the job (at max_nodes) or it
- *    has waited past its max_wait, it falls back to the other tiers;
+ *    a spot pool (job_spec_spot_ok: their tier mask already excludes spot, and a job
+ *    whose mask is spot alone is refused when its request is built). When the spot
+ *    pools cannot hold the job (at max_nodes) or it has waited past its max_wait, it
+ *    falls back to the other tiers;
  *  - a pool below min_nodes (a spot node was interrupted) gets its nodes back;
  *  - an up node idle for the pool's idle time is released while its pool keeps more
  *    than min_nodes and no waiting job wants that pool;
@@ -51,7 +52,7 @@ typedef struct AutoscaleJob {
     const SchedJob *j;
     int64_t waiting_since_ms; /* waiting: when it last joined the queue */
     int64_t max_wait_ms;      /* its own max_wait; 0: the config's */
-    bool checkpoints;         /* saves its work now and then (an interval or a cost) */
+    bool checkpoints;         /* saves its work now and then: job_spec_checkpoints */
     bool moved;               /* running: moved once already */
 } AutoscaleJob;
 

@@ -53,6 +53,21 @@ const char *req_kind_name(ReqKind k)
     return (unsigned)k < ARRAY_SIZE(req_names) ? req_names[k] : "?";
 }
 
+bool job_spec_checkpoints(const JobSpec *j)
+{
+    return j->checkpoint_interval_ms > 0 || j->checkpoint_cost_ms > 0;
+}
+
+bool job_spec_spot_ok(const JobSpec *j)
+{
+    return j->priority != PRIO_PRODUCTION && j->preemptible && job_spec_checkpoints(j);
+}
+
+bool job_spec_prefers_owned(const JobSpec *j)
+{
+    return j->priority == PRIO_PRODUCTION || (j->kind == KIND_INFERENCE && !j->preemptible);
+}
+
 void job_spec_init(JobSpec *j)
 {
     *j = (JobSpec){
@@ -162,7 +177,7 @@ bool request_same_shape(const Request *a, const Request *b)
 {
     return a->kind == b->kind && a->gpus == b->gpus && a->scope == b->scope &&
            a->scope_required == b->scope_required && a->tiers == b->tiers &&
-           a->fabric == b->fabric && a->cpu_milli == b->cpu_milli &&
+           a->prefer == b->prefer && a->fabric == b->fabric && a->cpu_milli == b->cpu_milli &&
            a->memory_mib == b->memory_mib && a->models == b->models &&
            memcmp(a->mig_profile, b->mig_profile, sizeof(a->mig_profile)) == 0 &&
            memcmp(a->share_milli, b->share_milli, sizeof(a->share_milli)) == 0;
@@ -205,10 +220,19 @@ int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why)
     };
     memset(r.mig_profile, -1, sizeof(r.mig_profile));
     r.tiers = j->tiers ? j->tiers : TIERS_ALL;
-    if (j->priority == PRIO_PRODUCTION)
+    if (!job_spec_spot_ok(j))
         r.tiers &= (uint8_t) ~(1u << TIER_SPOT);
     if (!r.tiers) {
-        buf_puts(why, "production jobs may not run on spot capacity, and spot is all it allows");
+        if (j->priority == PRIO_PRODUCTION)
+            buf_puts(why,
+                     "production jobs may not run on spot capacity, and spot is all it allows");
+        else
+            buf_printf(why,
+                       "work that %s may not run on spot capacity (an interruption would lose "
+                       "it), and spot is all it allows: %s, or allow another tier",
+                       j->preemptible ? "does not checkpoint" : "is not preemptible",
+                       j->preemptible ? "give it a checkpoint interval or cost"
+                                      : "make it preemptible with a checkpoint");
         return -EINVAL;
     }
     int team = j->team ? cluster_find_team(c, j->team) : -1;
@@ -219,6 +243,8 @@ int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why)
             return -EINVAL;
         }
     }
+    if (job_spec_prefers_owned(j))
+        r.prefer = r.tiers & (uint8_t)((1u << TIER_OWNED) | (1u << TIER_RESERVED));
     if (j->fabric && *j->fabric) {
         r.fabric = 0;
         for (size_t i = 1; i < c->n_fabrics; i++)

@@ -77,6 +77,18 @@ void job_spec_init(JobSpec *j);
 void job_spec_free(JobSpec *j);
 int job_spec_copy(const JobSpec *src, JobSpec *ret);
 
+/* The tier rules, one place for the placer, the autoscaler, plan, sim and the server:
+ *  - a job checkpoints when it gives a checkpoint interval or a checkpoint cost (the
+ *    cost alone: it checkpoints on spot at the Young/Daly interval);
+ *  - only work that is preemptible and checkpoints may run on spot, where an
+ *    interruption would otherwise lose what it did (request_from_job takes spot out of
+ *    any other job's tiers, and refuses a job whose tiers are spot alone);
+ *  - production, and inference that is not preemptible, prefer owned and reserved
+ *    capacity: the placer tries those first, on-demand when they are full. */
+bool job_spec_checkpoints(const JobSpec *j);
+bool job_spec_spot_ok(const JobSpec *j);
+bool job_spec_prefers_owned(const JobSpec *j);
+
 const char *job_kind_name(JobKind k);
 int job_kind_from_name(const char *s);
 const char *priority_name(Priority p);
@@ -93,6 +105,7 @@ typedef struct Request {
     uint8_t scope;
     bool scope_required;
     uint8_t tiers;   /* mask of allowed tiers */
+    uint8_t prefer;  /* tiers placed on first when they have room (within tiers); 0: none */
     uint16_t fabric; /* interned fabric the nodes must have; 0 = any */
     uint32_t workers;
     uint32_t cpu_milli;                       /* per worker */
@@ -105,7 +118,8 @@ typedef struct Request {
 
 /* Resolve a job against a cluster. Returns 0, or -EINVAL with why set to a sentence
  * saying why no node of this cluster could ever run it (unknown model, a MIG profile
- * none of the allowed models has, more GPUs than any node holds, ...). */
+ * none of the allowed models has, more GPUs than any node holds, spot as its only tier
+ * for work that may not run there, ...). */
 int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why);
 
 /* Compute one worker of r takes on a node's model, in GPU_UNITS (MIG resolves first). */

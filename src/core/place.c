@@ -451,6 +451,16 @@ static bool takes_over(PlaceCtx *ctx, double s, double *best_score, bool first, 
            rng_below(ctx->rng, ++*ties) == 0;
 }
 
+/* Whether this pass may use the node: not blocked, of a tier the pass allows (checked
+ * here and not through the request's tiers, so the score cache, kept by request shape,
+ * stays true for the request as a whole). */
+static bool pass_allows(const PlaceCtx *ctx, const Cluster *c, uint32_t node)
+{
+    if (ctx->blocked && ctx->blocked[node])
+        return false;
+    return !ctx->pass_tiers || ((ctx->pass_tiers >> c->pools[c->nodes[node].pool].tier) & 1);
+}
+
 /* The best node for one worker among those `allowed` admits (NULL: all). */
 static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, const uint8_t *allowed,
                          const uint32_t *cap)
@@ -461,7 +471,7 @@ static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, cons
     for (size_t i = 0; i < c->n_nodes; i++) {
         uint32_t node = order_at(ctx, i);
         double s;
-        if (ctx->blocked && ctx->blocked[node])
+        if (!pass_allows(ctx, c, node))
             continue;
         if (allowed) {
             if (!allowed[node] || !cap[node])
@@ -878,7 +888,7 @@ static int place_gang(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *pl
     uint32_t W = r->workers;
     for (size_t i = 0; i < c->n_nodes; i++)
         ctx->cap[i] =
-            ctx->blocked && ctx->blocked[i] ? 0 : place_node_capacity(ctx, c, (uint32_t)i, r, W);
+            pass_allows(ctx, c, (uint32_t)i) ? place_node_capacity(ctx, c, (uint32_t)i, r, W) : 0;
     uint8_t *allowed = malloc(c->n_nodes ? c->n_nodes : 1);
     if (!allowed)
         return -ENOMEM;
@@ -925,7 +935,30 @@ static int place_gang(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *pl
     return 1;
 }
 
-int place_job(PlaceCtx *ctx, Cluster *c, const Request *r_in, Placement *ret, Buf *why)
+static int place_pass(PlaceCtx *ctx, Cluster *c, const Request *r_in, Placement *ret, Buf *why);
+
+int place_job(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *ret, Buf *why)
+{
+    /* the tiers the cluster has: on a cluster of owned nodes alone, one pass */
+    unsigned present = 0;
+    for (size_t i = 0; i < c->n_pools; i++)
+        present |= 1u << c->pools[i].tier;
+    uint8_t first = r->prefer & r->tiers;
+    if (first && (first & present) != (r->tiers & present)) {
+        /* production and inference that cannot move: owned and reserved capacity, where
+         * they have room for all of it, before on-demand (the reason, if it comes to one,
+         * is the second pass's, over all its tiers) */
+        ctx->pass_tiers = first;
+        int placed = place_pass(ctx, c, r, ret, NULL);
+        ctx->pass_tiers = 0;
+        if (placed != 0)
+            return placed;
+        place_undo(c, ret);
+    }
+    return place_pass(ctx, c, r, ret, why);
+}
+
+static int place_pass(PlaceCtx *ctx, Cluster *c, const Request *r_in, Placement *ret, Buf *why)
 {
     Request r;
     place_effective_request(ctx->policy, r_in, &r);

@@ -78,6 +78,7 @@ struct PlaceCtx {
     const Mix *mix;         /* expected request mix; NULL = unknown */
     ScoreCache *cache;      /* optional */
     const uint8_t *blocked; /* optional: nodes this placement may not use (reservations) */
+    uint8_t pass_tiers;     /* set by place_job: the tiers this pass may use; 0 = any */
     void *policy_state;
     /* normalisers some peers' scores use: the largest node's CPU and GPU count */
     double max_cpu_milli, max_gpus;
@@ -110,7 +111,8 @@ void placement_free(Placement *p);
  * full or not ready and why, what would let it run), or -ENOMEM. A caller that only
  * asks whether a job fits passes NULL and saves the explanation's walk over the
  * nodes. Under POLICY_NO_GANG the workers that fit are placed and kept; the return is
- * 1 only when all were. */
+ * 1 only when all were. A request with preferred tiers (r->prefer) is placed on those
+ * alone when they have room for all of it, else on all of its tiers. */
 int place_job(PlaceCtx *ctx, Cluster *c, const Request *r, Placement *ret, Buf *why);
 
 /* Undo a placement applied by place_job (workers released, MIG layouts kept: the

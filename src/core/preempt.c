@@ -40,6 +40,11 @@ static double attained_now(const SchedJob *j)
     return j->attained_gpu_ms;
 }
 
+bool preempt_old_enough(const Sched *s, int64_t now, const SchedJob *j, const SchedJob *v)
+{
+    return j->priority == PRIO_PRODUCTION || now - v->run_start_ms >= s->cfg.min_runtime_ms;
+}
+
 static bool candidate(const Sched *s, int64_t now, const SchedJob *req, SchedJob *v, Cand *ret)
 {
     if (!v->running || v->stopping || v == req || !v->pl.n_workers)
@@ -48,7 +53,7 @@ static bool candidate(const Sched *s, int64_t now, const SchedJob *req, SchedJob
     case SCHED_PREEMPT_QUOTA: {
         /* borrowed work is reclaimable whether or not it can checkpoint (as in Kueue);
          * guaranteed work goes only if it is preemptible */
-        if (v->priority == PRIO_PRODUCTION || now - v->run_start_ms < s->cfg.min_runtime_ms)
+        if (v->priority == PRIO_PRODUCTION || !preempt_old_enough(s, now, req, v))
             return false;
         int tier;
         /* another team's borrowed work: reclaiming the job's own team's would free
@@ -333,7 +338,7 @@ int preempt_plan_team(Sched *s, int64_t now, const SchedJob *j, double need_unit
         SchedJob *v = running[i];
         if (!v->running || v->stopping || v == j || !v->pl.n_workers || v->team != j->team ||
             !v->preemptible || v->priority <= j->priority || v->priority == PRIO_PRODUCTION ||
-            now - v->run_start_ms < s->cfg.min_runtime_ms)
+            !preempt_old_enough(s, now, j, v))
             continue;
         double since = (double)(now - v->last_checkpoint_ms);
         c[n++] = (Cand){.j = v, .tier = 0, .cost = v->units * (since > 0 ? since : 0)};

@@ -1,9 +1,10 @@
 /* preempt.h: choosing what to preempt so that a waiting job fits.
  *
- * Who may go (gpuorch, SCHED_PREEMPT_QUOTA): running work that has run its minimum time,
- * never production; borrowed work of another team first (borrowing makes work
- * reclaimable, preemptible or not, as Kueue reclaims within a cohort; what cannot
- * checkpoint loses its progress), then preemptible work of a lower class, the job's own
+ * Who may go (gpuorch, SCHED_PREEMPT_QUOTA): running work that has run its minimum time
+ * (for a production job any running work: production never waits for a minimum run time,
+ * its victims get their grace and go), never production; borrowed work of another team first
+ * (borrowing makes work reclaimable, preemptible or not, as Kueue reclaims within a cohort; what
+ * cannot checkpoint loses its progress), then preemptible work of a lower class, the job's own
  * team's included; never a team's guaranteed work for a normal or low job of another
  * team. A job never reclaims its own team's borrowed work of its class: the team would
  * only swap one job for another (the newer one counted inside the guarantee, the older
@@ -27,12 +28,21 @@
 
 #include "core/sched.h"
 
+/* Whether v has run long enough to be stopped for j. The minimum run time keeps work
+ * from being stopped as soon as it started, for another job that could as well wait a
+ * few minutes; a production server cannot: on a cluster a training backlog filled in
+ * its first seconds, a rollout a minute later waited out the victims' 5 minutes (260-326
+ * s at p99 over examples/mix-coldstart.yaml, where kube-scheduler starts it in 30 s). So
+ * for production the victims get their grace and go, however young. */
+bool preempt_old_enough(const Sched *s, int64_t now_ms, const SchedJob *j, const SchedJob *v);
+
 /* Victims to stop so that j fits; *ret (malloc'd, NULL when none) and *ret_n. */
 int preempt_plan(Sched *s, int64_t now_ms, const SchedJob *j, SchedJob **running, size_t n_running,
                  SchedJob ***ret, size_t *ret_n);
 
 /* For a job its team's burst limit holds back (gpuorch): victims among its own team's
- * preemptible work of a lower class, past its minimum run time, never production, that
+ * preemptible work of a lower class, past its minimum run time (preempt_old_enough),
+ * never production, that
  * give back at least need_units of the team's quota and after which j fits. The team
  * keeps its share; only which of its jobs runs changes, by class, as a queue's own
  * lower-priority work yields in KAI and in Kueue (withinClusterQueue: LowerPriority).

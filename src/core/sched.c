@@ -711,7 +711,8 @@ static int places_without(Sched *s, const SchedJob *g, SchedJob **gone, size_t n
 
 /* The gang holding reservation ri, whose start has come: move the preemptible jobs that
  * backfilled its nodes, when that is all that stands in its way. Only those that ran the
- * minimum run time move, so none is moved straight after it started; while younger ones
+ * minimum run time move (any, for production: preempt_old_enough), so none is moved
+ * straight after it started for work that can wait; while younger ones
  * would be needed the gang waits for them, its nodes closed to new backfill. Where
  * moving all of them would not be enough (work that cannot be moved overran its
  * estimate), the reservation is marked stuck and its room stays open to preemptible
@@ -736,7 +737,7 @@ static int move_backfill(Sched *s, SchedJob *g, uint32_t ri, SchedJob **running,
             continue;
         /* the old enough first: movers[0..n_old) may move now */
         movers[n++] = r;
-        if (now - r->run_start_ms >= s->cfg.min_runtime_ms) {
+        if (preempt_old_enough(s, now, g, r)) {
             movers[n - 1] = movers[n_old];
             movers[n_old++] = r;
         }

@@ -55,7 +55,8 @@ typedef struct SchedConfig {
     bool backfill;          /* gangs reserve; others backfill around the reservation */
     bool drain;             /* drain nearly empty partitioned GPUs for whole-GPU work */
     bool consolidate;       /* move servers off them (consolidate.h) */
-    int64_t min_runtime_ms; /* a job runs this long before it may be preempted */
+    int64_t min_runtime_ms; /* a job runs this long before it may be preempted, except for
+                             * production (preempt_old_enough) */
     int64_t half_life_ms;   /* fair-share usage decay */
     double tiresias_threshold_gpu_ms; /* Tiresias: attained service of the upper queue */
     unsigned max_preempt_tries;       /* jobs per cycle that may look for victims */

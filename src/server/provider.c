@@ -299,15 +299,14 @@ void provider_cycle(Server *s, int64_t now, Changes *ch)
             .j = &j->sj,
             .waiting_since_ms = j->st.submit_ms,
             .max_wait_ms = j->spec.max_wait_ms,
-            .checkpoints = j->spec.checkpoint_interval_ms > 0 || j->spec.checkpoint_cost_ms > 0,
+            .checkpoints = job_spec_checkpoints(&j->spec),
         };
     }
     size_t n_wait = k;
     for (size_t i = 0; i < nr; i++) {
         ServerJob *j = s->holding[i];
         aj[k++] = (AutoscaleJob){.j = &j->sj,
-                                 .checkpoints = j->spec.checkpoint_interval_ms > 0 ||
-                                                j->spec.checkpoint_cost_ms > 0,
+                                 .checkpoints = job_spec_checkpoints(&j->spec),
                                  .moved = j->st.preemptions > 0};
     }
     AutoscaleDecisions d = {0};

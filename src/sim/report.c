@@ -331,6 +331,8 @@ static void json_cost(Buf *b, const SimReport *r, size_t pi)
              false);
     json_agg(b, "production_jobs_on_spot", aggregate(r, pi, m_time_size, TOFF(production_on_spot)),
              1, false);
+    json_agg(b, "unsaved_jobs_on_spot", aggregate(r, pi, m_time_size, TOFF(unsaved_on_spot)), 1,
+             false);
 }
 
 static void json_time(Buf *b, const SimReport *r, size_t pi)
@@ -535,7 +537,7 @@ static void table_cost(const SimReport *r, Buf *t)
     for (int k = 0; k < TIER_COUNT; k++)
         buf_printf(t, "\t%s $", tier_name((Tier)k));
     buf_puts(t, "\tAT ON-DEMAND $\tSAVINGS %\tINTERRUPTIONS\tNODES STARTED\tMOVED BACK\t"
-                "PRODUCTION ON SPOT\n");
+                "PRODUCTION ON SPOT\tUNSAVED ON SPOT\n");
     for (size_t pi = 0; pi < r->n_policies; pi++) {
         buf_printf(t, "%s\t%.0f", r->policies[pi].name,
                    aggregate(r, pi, m_time_double, TOFF(cost_usd)).mean);
@@ -546,11 +548,12 @@ static void table_cost(const SimReport *r, Buf *t)
                     .mean);
         buf_printf(t, "\t%.0f\t", aggregate(r, pi, m_time_double, TOFF(on_demand_cost_usd)).mean);
         cell_agg(t, aggregate(r, pi, m_time_double, TOFF(savings_pct)), 1, false);
-        buf_printf(t, "\t%.0f\t%.0f\t%.0f\t%.0f\n",
+        buf_printf(t, "\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\n",
                    aggregate(r, pi, m_time_size, TOFF(interruptions)).mean,
                    aggregate(r, pi, m_time_size, TOFF(nodes_started)).mean,
                    aggregate(r, pi, m_time_size, TOFF(moved_to_reserved)).mean,
-                   aggregate(r, pi, m_time_size, TOFF(production_on_spot)).mean);
+                   aggregate(r, pi, m_time_size, TOFF(production_on_spot)).mean,
+                   aggregate(r, pi, m_time_size, TOFF(unsaved_on_spot)).mean);
     }
 }
 

@@ -131,6 +131,8 @@ typedef struct TimeResult {
     size_t nodes_started;      /* by the autoscaler */
     size_t moved_to_reserved;  /* jobs moved back to reserved or owned capacity */
     size_t production_on_spot; /* production jobs that ran on a spot node: must be 0 */
+    size_t unsaved_on_spot;    /* jobs not preemptible or without a checkpoint that ran on a
+                                * spot node (job_spec_spot_ok): must be 0 */
     GroupResult by_priority[PRIO_COUNT];
     GroupResult *by_team;
     size_t n_teams;

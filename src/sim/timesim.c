@@ -132,7 +132,7 @@ typedef struct TimeSim {
     double *pool_node_ms;   /* per pool: present node-ms so far */
     double *end_node_ms;    /* the same at the last change (the end of the run) */
     double end_cap_area;
-    size_t interruptions, nodes_started, moves, production_on_spot;
+    size_t interruptions, nodes_started, moves, production_on_spot, unsaved_on_spot;
     size_t end_interruptions, end_nodes_started; /* at the last change */
     size_t n_leaving;                            /* nodes leaving */
     uint32_t *on_node;                           /* scratch: the jobs on one node */
@@ -295,7 +295,8 @@ static uint64_t granted_mib(const Cluster *c, const Placement *pl)
 
 /* A run on spot nodes: a job that gives a checkpoint cost but no interval checkpoints
  * at the Young/Daly interval for the interruption rate of its nodes together; and a
- * production job there is counted (the tier rules say it never happens). */
+ * production job there, or one an interruption would lose work of, is counted (the
+ * tier rules say it never happens). */
 static void on_spot(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
@@ -322,6 +323,8 @@ static void on_spot(TimeSim *s, uint32_t j)
         sj->ran_on_spot = true;
         if (spec->priority == PRIO_PRODUCTION)
             s->production_on_spot++;
+        if (!job_spec_spot_ok(spec))
+            s->unsaved_on_spot++;
     }
 }
 
@@ -721,7 +724,7 @@ static int autoscale(TimeSim *s)
             .j = q,
             .waiting_since_ms = sj->wait_since_ms,
             .max_wait_ms = spec->max_wait_ms,
-            .checkpoints = spec->checkpoint_interval_ms > 0 || spec->checkpoint_cost_ms > 0,
+            .checkpoints = job_spec_checkpoints(spec),
             .moved = sj->moved,
         };
     }
@@ -1256,6 +1259,7 @@ static void bill(TimeSim *s, TimeResult *res, double cap_gpu_ms)
     res->nodes_started = s->end_nodes_started;
     res->moved_to_reserved = s->moves;
     res->production_on_spot = s->production_on_spot;
+    res->unsaved_on_spot = s->unsaved_on_spot;
 }
 
 static int collect(TimeSim *s, GroupResult *g, bool (*member)(TimeSim *, uint32_t, size_t),

@@ -64,6 +64,8 @@ enum {
     F_MEMORY,
     F_CPUS_PER_GPU,
     F_MEMORY_PER_GPU,
+    F_FROM,
+    F_UNTIL,
     F_COUNT
 };
 static const char *const field_names[F_COUNT] = {
@@ -95,6 +97,8 @@ static const char *const field_names[F_COUNT] = {
     "memory",
     "cpus_per_gpu",
     "memory_per_gpu",
+    "from",
+    "until",
 };
 
 static const uint8_t inference_fields[] = {
@@ -105,20 +109,21 @@ static const uint8_t inference_fields[] = {
     F_KV_CACHE,       F_PEAK_MEMORY_OVERRUN,
     F_BUSY,           F_GPU_MODELS,
     F_CPUS,           F_MEMORY,
+    F_FROM,           F_UNTIL,
 };
 static const uint8_t training_fields[] = {
     F_NAME,     F_TEAM,       F_PROJECT,        F_PRIORITY,       F_RATE,        F_PHILLY,
     F_MIN_GPUS, F_MAX_GPUS,   F_DURATION_SCALE, F_MAX_DURATION,   F_PREEMPTIBLE, F_CHECKPOINT,
-    F_BUSY,     F_GPU_MODELS, F_CPUS_PER_GPU,   F_MEMORY_PER_GPU,
+    F_BUSY,     F_GPU_MODELS, F_CPUS_PER_GPU,   F_MEMORY_PER_GPU, F_FROM,        F_UNTIL,
 };
 static const uint8_t batch_fields[] = {
     F_NAME,       F_TEAM,       F_PROJECT,      F_PRIORITY, F_RATE, F_DURATION,
     F_GPUS,       F_GPU_MEMORY, F_GPU_FRACTION, F_MIG,      F_BUSY, F_PREEMPTIBLE,
-    F_CHECKPOINT, F_GPU_MODELS, F_CPUS,         F_MEMORY,
+    F_CHECKPOINT, F_GPU_MODELS, F_CPUS,         F_MEMORY,   F_FROM, F_UNTIL,
 };
 static const uint8_t interactive_fields[] = {
-    F_NAME,       F_TEAM,         F_PROJECT, F_PRIORITY, F_RATE,       F_DURATION, F_GPUS,
-    F_GPU_MEMORY, F_GPU_FRACTION, F_MIG,     F_BUSY,     F_GPU_MODELS, F_CPUS,     F_MEMORY,
+    F_NAME,         F_TEAM, F_PROJECT, F_PRIORITY,   F_RATE, F_DURATION, F_GPUS, F_GPU_MEMORY,
+    F_GPU_FRACTION, F_MIG,  F_BUSY,    F_GPU_MODELS, F_CPUS, F_MEMORY,   F_FROM, F_UNTIL,
 };
 
 typedef struct Section {
@@ -534,6 +539,15 @@ static void read_entry_fields(EntryReader *er, const FieldVal *v, const bool *ha
     } else {
         read_fixed(er, &v[F_RATE], 0, MIX_MAX_RATE_MILLI, &e->rate_milli_per_hour);
     }
+    if (has[F_FROM])
+        efail(er, field_duration(x, &v[F_FROM], &e->from_ms));
+    if (has[F_UNTIL]) {
+        int r = field_duration(x, &v[F_UNTIL], &e->until_ms);
+        if (r == 0 && e->until_ms <= e->from_ms)
+            r = field_bad(x, &v[F_UNTIL], "must be later than from (%s)",
+                          has[F_FROM] ? v[F_FROM].text : "0");
+        efail(er, r);
+    }
     int time_field = s->kind == KIND_INFERENCE ? F_LIFETIME : F_DURATION;
     if (s->kind != KIND_TRAINING) {
         if (has[time_field]) {
@@ -682,6 +696,7 @@ static void read_entry(MixReader *mr, const Section *s, struct fy_node *map, siz
         .max_gpus = PHILLY_MAX_GPUS,
         .duration_scale_milli = 1000,
         .max_duration_ms = INT64_MAX,
+        .until_ms = INT64_MAX,
     };
     efail(&er, field_collect(x, map, line, where, names, s->n_fields, vals, has_local));
     for (size_t i = 0; i < s->n_fields; i++) {
@@ -1047,10 +1062,10 @@ static int generate_entry(const TraceMix *m, const TraceMixEntry *e, uint64_t se
     Rng r;
     rng_seed(&r, seed ^ fnv1a(e->name));
     double mean_gap_ms = 3600000.0 * 1000.0 / (double)e->rate_milli_per_hour;
-    double t = 0;
+    double t = (double)e->from_ms, end = (double)MIN(horizon_ms, e->until_ms);
     for (uint64_t n = 1;; n++) {
         t += -log(1.0 - rng_unit(&r)) * mean_gap_ms;
-        if (t >= (double)horizon_ms)
+        if (t >= end)
             return 0;
         if (out->n >= TRACEGEN_MAX_JOBS) {
             if (err->len)
@@ -1083,9 +1098,12 @@ int tracegen_generate(const TraceMix *m, uint64_t seed, int64_t horizon_ms, JobL
     }
     /* a rough guard before anything is drawn: expected jobs over the horizon */
     double expected = 0;
-    for (size_t i = 0; i < m->n_entries; i++)
-        expected +=
-            (double)m->entries[i].rate_milli_per_hour / 1000.0 * (double)horizon_ms / 3600000.0;
+    for (size_t i = 0; i < m->n_entries; i++) {
+        const TraceMixEntry *e = &m->entries[i];
+        int64_t span = MIN(horizon_ms, e->until_ms) - e->from_ms;
+        if (span > 0)
+            expected += (double)e->rate_milli_per_hour / 1000.0 * (double)span / 3600000.0;
+    }
     if (expected > TRACEGEN_MAX_JOBS) {
         if (err->len)
             buf_putc(err, '\n');

@@ -54,6 +54,9 @@ typedef struct TraceMixEntry {
     char *project;    /* NULL: each job takes one of the team's projects at random */
     uint8_t priority; /* Priority */
     int64_t rate_milli_per_hour;
+    /* jobs arrive in [from_ms, until_ms) of the horizon: a rollout or a backlog dumped at
+     * the start is a burst at a high rate (until_ms INT64_MAX: to the horizon's end) */
+    int64_t from_ms, until_ms;
     TraceMixTime time;   /* inference: lifetime; batch, interactive: duration */
     uint16_t busy_milli; /* BUSY_ALL when not given */
     char **gpu_models;

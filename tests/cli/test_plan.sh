@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_plan.sh: `gpuorch plan` as users run it, on the example files. Checks the exit
 # codes (0 even with pending jobs, 2 on bad input with file:line on stderr), that the
-# JSON parses and has its four sections, that the pending job says why, and that a
+# JSON parses and has its four sections, that the pending job says why, that the tiers
+# keep work an interruption would lose off spot nodes that are up, and that a
 # plan's JSON fed back as --state places nothing twice: jobs already placed keep their
 # place, the rest go where nothing else is.
 # Usage: test_plan.sh PATH/TO/gpuorch (run from the repository root).
@@ -80,6 +81,33 @@ done
 run 0 "$GPUORCH" plan --cluster $CLUSTER --jobs examples/jobs-demo.csv -o json
 cp "$T/out" "$T/csv.json"
 no_double_allocation "$T/csv.json"
+
+# ---- tiers: spot only for work an interruption cannot lose ----
+
+# The spot node is up and met first; reserved is met last. Whatever the policy, work
+# that is not preemptible or does not checkpoint never lands on spot; the model servers
+# (production, and high inference that cannot be preempted) take reserved capacity; a
+# job that asks for spot alone but cannot go there is pending with the reason; one that
+# asks for spot or on-demand gets on-demand; checkpointing preemptible work may use spot.
+for p in first-fit gpuorch best-fit fgd k8s-default; do
+    run 0 "$GPUORCH" plan --cluster tests/cli/data/cluster-spot-up.yaml \
+        --jobs tests/cli/data/jobs-tiers.yaml --policy $p -o json
+    cp "$T/out" "$T/tiers.json"
+    json_ok "$T/tiers.json" 'not [p["job"] for p in d["placements"] if p["node"] == "spot-0" and p["job"] != "ckpt-train"]'
+    json_ok "$T/tiers.json" '{p["job"]: p["node"] for p in d["placements"] if p["job"].startswith("serve")} == {"serve": "reserved-0", "serve-high": "reserved-0"}'
+    json_ok "$T/tiers.json" '[p["node"] for p in d["placements"] if p["job"] == "spot-or-od"] == ["od-0"]'
+    json_ok "$T/tiers.json" '[p["job"] for p in d["pending"]] == ["spot-only"]'
+    json_ok "$T/tiers.json" '"not preemptible may not run on spot capacity" in d["pending"][0]["reason"]'
+    no_double_allocation "$T/tiers.json"
+done
+# first-fit meets spot-0 first: the checkpointing job takes it
+run 0 "$GPUORCH" plan --cluster tests/cli/data/cluster-spot-up.yaml \
+    --jobs tests/cli/data/jobs-tiers.yaml --policy first-fit -o json
+json_ok "$T/out" '[p["node"] for p in d["placements"] if p["job"] == "ckpt-train"] == ["spot-0"]'
+# the table says why in words
+run 0 "$GPUORCH" plan --cluster tests/cli/data/cluster-spot-up.yaml --jobs tests/cli/data/jobs-tiers.yaml
+out_has "spot-only  work that is not preemptible may not run on spot capacity"
+out_has "make it preemptible with a checkpoint, or allow another tier"
 
 # ---- --state round trip ----
 

@@ -113,6 +113,11 @@ error_has "1g.5gb"
 # more GPUs on one node than any node holds
 submit 422 "$ADMIN" '{"name": "wide", "team": "research", "gpus": 12, "command": ["x"]}'
 error_has "wide"
+# spot alone, for work an interruption would lose
+submit 422 "$ADMIN" '{"name": "s", "team": "research", "capacity": "spot", "command": ["x"]}'
+error_has "work that is not preemptible may not run on spot capacity"
+submit 422 "$ADMIN" '{"name": "s", "team": "research", "capacity": "spot", "preemptible": true, "command": ["x"]}'
+error_has "give it a checkpoint interval or cost, or allow another tier"
 api 200 "$ADMIN" GET /api/v1/jobs
 json_ok "$T/out" "d['jobs'] == []"
 

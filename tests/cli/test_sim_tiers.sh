@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_sim_tiers.sh: `gpuorch sim` on pools that come and go, end to end through the
 # CLI: a pool field's mistake exits 2 with its line; an autoscaled on-demand pool and a
-# spot pool (production kept off spot) give the bill in the table and in -o json,
+# spot pool (production, and work an interruption would lose, kept off spot) give the
+# bill in the table and in -o json,
 # worked out by hand below; the same seed gives the same output; the events name the
 # nodes that start and come up.
 # Usage: test_sim_tiers.sh PATH/TO/gpuorch (run from the repository root).
@@ -69,6 +70,40 @@ grep -q '"t_ms": 180000, "type": "node-up", "node": "spot-0"' "$T/ev.jsonl" ||
     fail "spot-0 not up at 180 s"
 grep -q '"type": "start", "job": "p", "worker": 0, "node": "od-0"' "$T/ev.jsonl" ||
     fail "p did not run on od-0"
+
+# Work an interruption would lose keeps off spot, also off a spot node that is up. A
+# fixed spot pool of one node (3 USD, up from the start) and an on-demand pool of 0-1
+# nodes (10 USD). At 0, t (preemptible, checkpoint cost 30 s, 4 GPUs, 1800 s) takes
+# spot-0; u (not preemptible, 4 GPUs, 1800 s) does not take the 4 GPUs spot-0 has left:
+# an on-demand node starts for it and u runs there 180-1980 s. The run ends at 1980 s:
+# spot 1980/3600 h x 8 x 3 = 13.2 USD, on-demand x 10 = 44; JCTs 1800 and 1980 s, mean
+# 1890. No job an interruption would lose ran on spot (u did, when only production was
+# kept off it, and the run ended at 1800 s with no node started).
+cat >"$T/up.yaml" <<'YAML'
+pools:
+  - {name: spot, tier: spot, price_per_gpu_hour: 3, nodes: 1,
+     node: {gpu_model: H100-80GB-SXM5, gpus: 8}}
+  - {name: od, tier: on-demand, price_per_gpu_hour: 10, max_nodes: 1,
+     node: {gpu_model: H100-80GB-SXM5, gpus: 8}}
+YAML
+cat >"$T/u.csv" <<'CSV'
+id,submit_s,duration_s,gpus,priority,preemptible,checkpoint_cost_s
+t,0,1800,4,normal,true,30
+u,0,1800,4,normal,false,
+CSV
+run 0 "$GPUORCH" sim --cluster "$T/up.yaml" --trace "$T/u.csv" --policy gpuorch -o json \
+    --events "$T/up.jsonl"
+cp "$T/out" "$T/up.json"
+json_ok "$T/up.json" 'd["results"][0]["unsaved_jobs_on_spot"] == 0'
+json_ok "$T/up.json" 'd["results"][0]["nodes_started"] == 1'
+json_ok "$T/up.json" 'd["results"][0]["jct_s"]["mean"] == 1890'
+json_ok "$T/up.json" 'abs(d["results"][0]["cost_by_tier_usd"]["spot"] - 13.2) < 0.005'
+json_ok "$T/up.json" 'abs(d["results"][0]["cost_by_tier_usd"]["on-demand"] - 44) < 0.005'
+grep -q '"type": "start", "job": "t", "worker": 0, "node": "spot-0"' "$T/up.jsonl" ||
+    fail "t did not run on spot-0"
+grep -q '"t_ms": 180000, "type": "start", "job": "u", "worker": 0, "node": "od-0"' "$T/up.jsonl" ||
+    fail "u did not run on od-0 once it was up"
+json_ok "$T/a.json" 'd["results"][0]["unsaved_jobs_on_spot"] == 0'
 
 # the same seed, the same figures
 run 0 "$GPUORCH" sim --cluster "$T/c.yaml" --trace "$T/j.csv" --policy gpuorch -o json

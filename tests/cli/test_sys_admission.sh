@@ -112,8 +112,11 @@ never burst '{name: burst, team: platform, workers: 2, gpus: 4, command: [x]}' \
     "more than team 'platform' may ever hold (its burst limit is 4)"
 never leaf '{name: leaf, team: research, workers: 3, gpus: 8, topology: {scope: leaf, mode: required}, command: [x]}' \
     "no leaf holds its 3 workers (the most one holds is 2)"
-never spot '{name: spot, team: research, gpus: 1, capacity: spot, command: [x]}' \
+never spot '{name: spot, team: research, gpus: 1, capacity: spot, preemptible: true, checkpoint: {interval: 30m}, command: [x]}' \
     "it may run on spot capacity"
+# spot alone, for work an interruption would lose: refused before any pool is looked at
+never unsaved '{name: unsaved, team: research, gpus: 1, capacity: spot, command: [x]}' \
+    "work that is not preemptible may not run on spot capacity"
 # team search's capacity keeps it off the L4s, the only on-demand pool
 never l4 '{name: l4, team: search, gpus: 1, gpu_models: [L4], command: [x]}' \
     "team 'search' may use only the tiers of its 'capacity'"

@@ -175,4 +175,22 @@ for name in llama-8b-serve qwen-7b-int8-serve llama-13b-serve codellama-13b-serv
 done
 run 0 "$GPUORCH" validate "$CLUSTER" "$T/backlog.csv"
 out_has "backlog.csv: ok:"
+
+# the cold start: its bursts inside their windows, accepted against the cluster
+run 0 "$GPUORCH" trace gen --mix examples/mix-coldstart.yaml --seed 1 --hours 24 -o "$T/cold.csv"
+python3 -c '
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def times(prefix):
+    return [float(r["submit_s"]) for r in rows if r["id"].startswith(prefix + "-")]
+for name in ("pretrain-burst", "ads-train-burst", "sweep-burst"):
+    t = times(name)
+    assert t and max(t) < 30, (name, len(t), max(t, default=None))
+for name in ("llama-8b-rollout", "qwen-7b-int8-rollout"):
+    t = times(name)
+    assert len(t) >= 5 and min(t) >= 60 and max(t) < 120, (name, t)
+assert times("sweep") and max(times("sweep")) > 20 * 3600
+' "$T/cold.csv" || fail "cold.csv: bursts outside their windows"
+run 0 "$GPUORCH" validate "$CLUSTER" "$T/cold.csv"
+out_has "cold.csv: ok:"
 echo "ok"

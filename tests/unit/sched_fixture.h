@@ -55,6 +55,7 @@ typedef struct JobArgs {
     const char *prio;   /* priority name ["normal"] */
     const char *team;   /* team name [none: TEAM_NONE] */
     bool preemptible;   /* */
+    int64_t ckpt_ms;    /* checkpoint interval [0: none] */
     bool movable;       /* a service that can be moved (consolidate.h) */
     int64_t submit_ms;  /* */
     int64_t est_ms;     /* remaining estimate [0: unknown, NO_DURATION] */
@@ -81,6 +82,8 @@ static inline SchedJob fixture_job(const Cluster *c, uint32_t id, JobArgs a)
     }
     js.cpu_milli = 1000;
     js.memory_mib = 4096;
+    js.preemptible = a.preemptible;
+    js.checkpoint_interval_ms = a.ckpt_ms;
     int prio = priority_from_name(a.prio ? a.prio : "normal");
     assert_true(prio >= 0);
     js.priority = (uint8_t)prio;

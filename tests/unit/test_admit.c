@@ -167,9 +167,15 @@ static void test_never_fits(void **state)
     /* 8 L4s per worker: only the 4-GPU L4 node has that model */
     expect(w, "{name: g, team: search, gpus: 8, gpu_models: [L4]}", 0, ADMIT_NEVER,
            "8 GPUs per worker");
-    expect(w, "{name: s, team: search, gpus: 1, capacity: spot}", 0, ADMIT_NEVER,
+    expect(w,
+           "{name: s, team: search, gpus: 1, capacity: spot, preemptible: true,"
+           " checkpoint: {interval: 30m}}",
+           0, ADMIT_NEVER,
            "it may run on spot capacity, and the pools of the GPU models it may use are h100 "
            "(reserved), a100 (owned), l4 (on-demand)");
+    expect(w, "{name: s, team: search, gpus: 1, capacity: spot}", 0, ADMIT_NEVER,
+           "job s cannot run on cluster t: work that is not preemptible may not run on spot "
+           "capacity (an interruption would lose it), and spot is all it allows");
     expect(w, "{name: f, team: search, gpus: 1, fabric: efa}", 0, ADMIT_NEVER,
            "no node has fabric 'efa'");
     /* fabric of the H100 pools only, on A100s */
@@ -179,6 +185,28 @@ static void test_never_fits(void **state)
            "use has (a100 (owned))");
     expect(w, "{name: p, team: search, priority: production, gpus: 1, capacity: spot}", 0,
            ADMIT_NEVER, "production jobs may not run on spot capacity");
+}
+
+/* On a cluster of spot nodes alone, work an interruption would lose has nowhere to go,
+ * and the sentence says why; preemptible work that checkpoints is admitted. */
+static void test_spot_only_cluster(void **state)
+{
+    World *w = *state;
+    static const char spot[] = "name: s\n"
+                               "pools:\n"
+                               "  - {name: cheap, tier: spot, price_per_gpu_hour: 1, nodes: 2,\n"
+                               "     node: {gpu_model: H100-80GB-SXM5, gpus: 8}}\n";
+    cluster_free(w->c);
+    w->c = NULL;
+    Buf err = {0};
+    assert_int_equal(spec_parse_cluster_yaml(spot, strlen(spot), "s.yaml", &w->c, &err), 0);
+    buf_free(&err);
+    expect(w, "{name: e, gpus: 1}", 0, ADMIT_NEVER,
+           "it may run on owned, reserved, on-demand capacity, and the pools of the GPU models "
+           "it may use are cheap (spot) (spot takes only preemptible work that checkpoints)");
+    expect(w, "{name: t, gpus: 1, preemptible: true}", 0, ADMIT_NEVER,
+           "(spot takes only preemptible work that checkpoints)");
+    expect(w, "{name: t, gpus: 1, preemptible: true, checkpoint: {cost: 30s}}", 0, ADMIT_OK, NULL);
 }
 
 static void test_topology_and_burst(void **state)
@@ -225,6 +253,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_what_the_team_may_not_have, setup, teardown),
         cmocka_unit_test_setup_teardown(test_never_fits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spot_only_cluster, setup, teardown),
         cmocka_unit_test_setup_teardown(test_topology_and_burst, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learned_memory, setup, teardown),
     };

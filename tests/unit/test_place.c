@@ -841,7 +841,9 @@ static void test_request_from_job(void **state)
     assert_int_equal(r.share_milli[h], 250);  /* 2 of 8 memory slots of 10,240 MiB */
     assert_int_equal(r.share_milli[a], 1000); /* A30: 4 slots of 6,144 MiB, all 4 */
     assert_int_equal(r.models, (1u << h) | (1u << a) | (1u << l));
-    assert_int_equal(r.tiers, TIERS_ALL);
+    /* not preemptible: any tier but spot (test_spot_only_for_saved_work) */
+    assert_int_equal(r.tiers, TIERS_ALL & ~(1u << TIER_SPOT));
+    assert_int_equal(r.prefer, 0);
     assert_int_equal(r.workers, 1);
     assert_int_equal(r.cpu_milli, 1000);
     assert_int_equal(request_units_on(c, &r, (unsigned)h, true), GPU_UNITS / 7);
@@ -867,6 +869,7 @@ static void test_request_from_job(void **state)
     assert_int_equal(request_from_job(c, &j, &r, &why), 0);
     assert_int_equal(r.models, 1u << h);
     assert_int_equal(r.tiers, TIERS_ALL & ~(1u << TIER_SPOT));
+    assert_int_equal(r.prefer, (1u << TIER_OWNED) | (1u << TIER_RESERVED));
     assert_int_equal(r.gpus, 4);
     assert_int_equal(r.workers, 2);
 
@@ -914,6 +917,173 @@ static void test_request_from_job(void **state)
     assert_int_equal(r.fabric, cluster_fabric(c, "ib"));
     buf_free(&why);
     cluster_free(c);
+}
+
+/* ---- tiers ---- */
+
+#define SPOT_BIT (1u << TIER_SPOT)
+#define OWN_BITS ((1u << TIER_OWNED) | (1u << TIER_RESERVED))
+
+static Tier tier_of(const Cluster *c, const Placement *pl, size_t w)
+{
+    return (Tier)c->pools[c->nodes[pl->workers[w].node].pool].tier;
+}
+
+/* Resolution: spot is in a job's tiers only when an interruption cannot lose its work:
+ * preemptible and with a checkpoint interval or a cost, and not production. Capacity
+ * [spot, on-demand] asked for work that is not preemptible leaves on-demand; [spot]
+ * alone is refused, saying why and what would do. Production, and inference that is not
+ * preemptible, prefer owned and reserved; other work prefers nothing. */
+static void test_spot_only_for_saved_work(void **state)
+{
+    (void)state;
+    Cluster *c = one_pool((PoolArgs){.name = "s", .model = "H100", .gpus = 8, .tier = TIER_SPOT});
+    add(c, (PoolArgs){.name = "r", .model = "H100", .gpus = 8, .tier = TIER_RESERVED});
+    Request r;
+    Buf why = {0};
+    for (int pre = 0; pre <= 1; pre++)
+        for (int ck = 0; ck <= 2; ck++) {
+            JobSpec j = job_gpus(1, 1);
+            j.kind = KIND_TRAINING;
+            j.preemptible = pre;
+            j.checkpoint_interval_ms = ck == 1 ? 600000 : 0;
+            j.checkpoint_cost_ms = ck == 2 ? 20000 : 0;
+            assert_int_equal(request_from_job(c, &j, &r, &why), 0);
+            bool spot = pre && ck;
+            assert_int_equal(r.tiers, spot ? TIERS_ALL : TIERS_ALL & ~SPOT_BIT);
+            assert_int_equal(r.prefer, 0);
+            assert_int_equal(job_spec_spot_ok(&j), spot);
+            assert_int_equal(job_spec_checkpoints(&j), ck != 0);
+            j.priority = PRIO_PRODUCTION;
+            assert_int_equal(request_from_job(c, &j, &r, &why), 0);
+            assert_int_equal(r.tiers, TIERS_ALL & ~SPOT_BIT);
+            assert_int_equal(r.prefer, OWN_BITS);
+        }
+    JobSpec j = job_gpus(1, 1);
+    j.tiers = SPOT_BIT | (1u << TIER_ON_DEMAND);
+    assert_int_equal(request_from_job(c, &j, &r, &why), 0);
+    assert_int_equal(r.tiers, 1u << TIER_ON_DEMAND);
+    j.tiers = SPOT_BIT;
+    r.kind = 0xee;
+    assert_int_equal(request_from_job(c, &j, &r, &why), -EINVAL);
+    assert_int_equal(r.kind, 0xee);
+    assert_string_equal(buf_str(&why),
+                        "work that is not preemptible may not run on spot capacity (an "
+                        "interruption would lose it), and spot is all it allows: make it "
+                        "preemptible with a checkpoint, or allow another tier");
+    buf_reset(&why);
+    j.preemptible = true;
+    assert_int_equal(request_from_job(c, &j, &r, &why), -EINVAL);
+    assert_non_null(strstr(buf_str(&why), "work that does not checkpoint may not run on spot"));
+    assert_non_null(strstr(buf_str(&why), "give it a checkpoint interval or cost"));
+    j.checkpoint_cost_ms = 20000;
+    assert_int_equal(request_from_job(c, &j, &r, &why), 0);
+    assert_int_equal(r.tiers, SPOT_BIT);
+    /* inference prefers owned capacity unless it may be preempted */
+    j = job_mig("1g.10gb", 1);
+    j.kind = KIND_INFERENCE;
+    j.priority = PRIO_HIGH;
+    assert_int_equal(request_from_job(c, &j, &r, &why), 0);
+    assert_int_equal(r.prefer, OWN_BITS);
+    j.preemptible = true;
+    assert_int_equal(request_from_job(c, &j, &r, &why), 0);
+    assert_int_equal(r.prefer, 0);
+    free(j.mig);
+    buf_free(&why);
+    cluster_free(c);
+}
+
+/* Rule: work an interruption would lose never lands on a spot node that is up, and
+ * production and inference that cannot be preempted go to reserved capacity before
+ * on-demand. One node each of 8 H100 with MIG, in this order: spot-0, od-0 (on-demand),
+ * res-0 (reserved), so first-fit meets spot first and reserved last. With every policy:
+ *  - a 4-GPU training job that is not preemptible, and one preemptible without a
+ *    checkpoint, land on od-0 or res-0, never spot-0 (first-fit put the first on spot-0);
+ *  - a production 1g.10gb server and a high one that is not preemptible land on res-0
+ *    (first-fit put them on od-0); a high server that may be preempted and checkpoints
+ *    has no preference, and first-fit puts it on spot-0;
+ *  - with res-0 full (an 8-GPU job there), the production server takes od-0, and with
+ *    od-0 full too it waits: spot-0 has room but is not among the nodes it may use, as
+ *    the reason says;
+ *    a preemptible checkpointing training job still takes spot-0. */
+static void test_tiers_in_placement(void **state)
+{
+    (void)state;
+    for (size_t pi = 0; pi < policy_count(); pi++) {
+        const char *pol = policy_name(pi);
+        Cluster *c = one_pool(
+            (PoolArgs){.name = "spot", .model = "H100", .gpus = 8, .mig = true, .tier = TIER_SPOT});
+        add(c, (PoolArgs){
+                   .name = "od", .model = "H100", .gpus = 8, .mig = true, .tier = TIER_ON_DEMAND});
+        add(c, (PoolArgs){
+                   .name = "res", .model = "H100", .gpus = 8, .mig = true, .tier = TIER_RESERVED});
+        Buf why = {0};
+        Placement pl = {0};
+        for (int ck = 0; ck <= 1; ck++) {
+            JobSpec t = job_gpus(4, 1);
+            t.kind = KIND_TRAINING;
+            t.preemptible = ck;
+            assert_int_equal(place(c, pol, &t, &pl, &why), 1);
+            if (tier_of(c, &pl, 0) == TIER_SPOT)
+                fail_msg("%s: training that %s landed on spot", pol,
+                         ck ? "does not checkpoint" : "is not preemptible");
+            place_release(c, &pl);
+        }
+        const char *prios[] = {"production", "high"};
+        for (size_t k = 0; k < 2; k++) {
+            JobSpec s = job_mig("1g.10gb", 1);
+            s.kind = KIND_INFERENCE;
+            s.priority = (uint8_t)priority_from_name(prios[k]);
+            assert_int_equal(place(c, pol, &s, &pl, &why), 1);
+            if (tier_of(c, &pl, 0) != TIER_RESERVED)
+                fail_msg("%s: a %s server on %s, with reserved room", pol, prios[k],
+                         tier_name(tier_of(c, &pl, 0)));
+            place_undo(c, &pl);
+            free(s.mig);
+        }
+        JobSpec movable = job_mig("1g.10gb", 1);
+        movable.kind = KIND_INFERENCE;
+        movable.priority = PRIO_HIGH;
+        movable.preemptible = true;
+        movable.checkpoint_cost_ms = 5000;
+        assert_int_equal(place(c, pol, &movable, &pl, &why), 1);
+        if (!strcmp(pol, "first-fit"))
+            assert_int_equal(tier_of(c, &pl, 0), TIER_SPOT);
+        place_undo(c, &pl);
+        free(movable.mig);
+
+        JobSpec fill = job_gpus(8, 1);
+        fill.tiers = 1u << TIER_RESERVED;
+        Placement res_fill = {0}, od_fill = {0};
+        assert_int_equal(place(c, pol, &fill, &res_fill, &why), 1);
+        JobSpec p = job_mig("1g.10gb", 1);
+        p.kind = KIND_INFERENCE;
+        p.priority = PRIO_PRODUCTION;
+        assert_int_equal(place(c, pol, &p, &pl, &why), 1);
+        assert_int_equal(tier_of(c, &pl, 0), TIER_ON_DEMAND);
+        place_undo(c, &pl);
+        fill.tiers = 1u << TIER_ON_DEMAND;
+        assert_int_equal(place(c, pol, &fill, &od_fill, &why), 1);
+        State before;
+        save(c, &before);
+        assert_int_equal(place(c, pol, &p, &pl, &why), 0);
+        unchanged(c, &before);
+        if (!strstr(buf_str(&why), "of the 2 nodes it may use, 2 have no room for a worker"))
+            fail_msg("%s: the production server waits, its reason says: \"%s\"", pol,
+                     buf_str(&why));
+        JobSpec saved = job_gpus(4, 1);
+        saved.kind = KIND_TRAINING;
+        saved.preemptible = true;
+        saved.checkpoint_interval_ms = 600000;
+        assert_int_equal(place(c, pol, &saved, &pl, &why), 1);
+        assert_int_equal(tier_of(c, &pl, 0), TIER_SPOT);
+        free(p.mig);
+        placement_free(&pl);
+        placement_free(&res_fill);
+        placement_free(&od_fill);
+        buf_free(&why);
+        cluster_free(c);
+    }
 }
 
 /* A cached score gives the same placements as no cache. */
@@ -1085,6 +1255,8 @@ int main(void)
         cmocka_unit_test(test_reasons),
         cmocka_unit_test(test_release_restores),
         cmocka_unit_test(test_request_from_job),
+        cmocka_unit_test(test_spot_only_for_saved_work),
+        cmocka_unit_test(test_tiers_in_placement),
         cmocka_unit_test(test_score_cache_same_result),
         cmocka_unit_test(test_drained_node_gets_nothing),
         cmocka_unit_test(test_gpuorch_packs_slices),

@@ -10,7 +10,8 @@
  * placer makes is re-checked grant by grant against a snapshot of the state before it, and a
  * refusal must leave the cluster untouched with a reason. Clusters are small (1-4 nodes of
  * A100-80GB, A30, L4 or H100 with 1-8 GPUs, random MIG permission, interconnect, host size, fabric,
- * tier, leaves and spines); each job set is a sequence of random jobs placed on one cluster, with
+ * tier, leaves and spines); jobs that prefer owned and reserved capacity land there whenever it
+ * can hold them; each job set is a sequence of random jobs placed on one cluster, with
  * random releases in between so that idle MIG instances and half-used GPUs appear. A failure prints
  * its seed; BF_SEED=<seed> BF_POLICY=<name> replays one job set and prints the state before each
  * job. */
@@ -150,6 +151,27 @@ static const GpuModel *cat_of(const Cluster *c, const Node *n)
     return catalog_find(node_model(c, n)->name);
 }
 
+/* The tiers j may run on: what it allows, less spot unless an interruption cannot lose
+ * its work (preemptible, with a checkpoint interval or cost, and not production). */
+static unsigned ref_tiers(const JobSpec *j)
+{
+    unsigned tiers = j->tiers ? j->tiers : TIERS_ALL;
+    bool saves = j->checkpoint_interval_ms > 0 || j->checkpoint_cost_ms > 0;
+    if (j->priority == PRIO_PRODUCTION || !j->preemptible || !saves)
+        tiers &= ~(1u << TIER_SPOT);
+    return tiers;
+}
+
+/* Owned and reserved, for the jobs that prefer them (production, and inference that is
+ * not preemptible), when they allow them and something else besides; else 0. */
+static unsigned ref_preferred(const JobSpec *j)
+{
+    unsigned all = ref_tiers(j);
+    unsigned own = all & ((1u << TIER_OWNED) | (1u << TIER_RESERVED));
+    bool prefers = j->priority == PRIO_PRODUCTION || (j->kind == KIND_INFERENCE && !j->preemptible);
+    return prefers && own != all ? own : 0;
+}
+
 static bool ref_admits(const Cluster *c, const Node *n, const JobSpec *j)
 {
     if (!n->schedulable)
@@ -163,10 +185,7 @@ static bool ref_admits(const Cluster *c, const Node *n, const JobSpec *j)
     }
     if (j->fabric && *j->fabric && strcasecmp(c->fabrics[n->fabric], j->fabric) != 0)
         return false;
-    unsigned tiers = j->tiers ? j->tiers : TIERS_ALL;
-    if (j->priority == PRIO_PRODUCTION)
-        tiers &= ~(1u << TIER_SPOT);
-    return (tiers >> c->pools[n->pool].tier) & 1;
+    return (ref_tiers(j) >> c->pools[n->pool].tier) & 1;
 }
 
 /* The smallest MIG profile holding mib: fewest memory slices, then fewest compute
@@ -686,6 +705,12 @@ static void random_job(Rng *rng, const Cluster *c, JobSpec *j)
         j->tiers = (uint8_t)(1 + rng_below(rng, TIERS_ALL));
     if (rng_below(rng, 8) == 0)
         j->priority = PRIO_PRODUCTION;
+    j->kind = (uint8_t)rng_below(rng, KIND_COUNT);
+    j->preemptible = rng_below(rng, 2);
+    if (rng_below(rng, 3) == 0)
+        j->checkpoint_interval_ms = 600000;
+    else if (rng_below(rng, 3) == 0)
+        j->checkpoint_cost_ms = 20000;
 }
 
 /* ---- dumps for a failure or a replay ---- */
@@ -734,6 +759,7 @@ static void dump_state(const Cluster *c)
 
 typedef struct Stats {
     unsigned sets, jobs, placed, refused, invalid, ref_yes, recarved, released;
+    unsigned preferred; /* jobs that prefer owned and reserved capacity and fit there */
     unsigned placed_kind[5];
 } Stats;
 
@@ -817,6 +843,12 @@ static void run_set(uint64_t seed, const Policy *pol, Stats *st)
         }
         bool feasible = ref_feasible(c, &j);
         st->ref_yes += feasible;
+        /* a job that prefers owned and reserved capacity and fits there lands there */
+        unsigned preferred = ref_preferred(&j);
+        JobSpec on_preferred = j;
+        on_preferred.tiers = (uint8_t)preferred;
+        bool fits_preferred = preferred && ref_feasible(c, &on_preferred);
+        st->preferred += fits_preferred;
         Request r;
         Buf why = {0};
         int rc = request_from_job(c, &j, &r, &why);
@@ -857,6 +889,10 @@ static void run_set(uint64_t seed, const Policy *pol, Stats *st)
         if (rc == 1) {
             check_placement(c, &j, &before, &pl);
             CHECK(feasible, "placed a job the reference says cannot be placed");
+            for (size_t w = 0; fits_preferred && w < pl.n_workers; w++)
+                CHECK((preferred >> c->pools[c->nodes[pl.workers[w].node].pool].tier) & 1,
+                      "worker %zu on %s, though owned and reserved capacity had room", w,
+                      tier_name(c->pools[c->nodes[pl.workers[w].node].pool].tier));
             st->placed++;
             st->placed_kind[j.req]++;
             for (size_t x = 0; x < pl.n_changes; x++)
@@ -901,14 +937,16 @@ static void run_policy(const char *name, unsigned sets, uint64_t base)
         run_set(base + s, pol, &st);
     print_message("%s: %u job sets, %u jobs: %u placed (%u none, %u gpus, %u mig, %u memory, "
                   "%u fraction), %u refused, %u unresolvable, %u releases, %u instances "
-                  "re-carved\n",
+                  "re-carved, %u kept to owned and reserved capacity\n",
                   name, st.sets, st.jobs, st.placed, st.placed_kind[REQ_NONE],
                   st.placed_kind[REQ_GPUS], st.placed_kind[REQ_MIG], st.placed_kind[REQ_MEMORY],
-                  st.placed_kind[REQ_FRACTION], st.refused, st.invalid, st.released, st.recarved);
+                  st.placed_kind[REQ_FRACTION], st.refused, st.invalid, st.released, st.recarved,
+                  st.preferred);
     /* the generator reaches every case it is meant to */
     assert_true(st.placed > st.jobs / 4);
     assert_true(st.refused > st.jobs / 20);
     assert_true(st.recarved > 0);
+    assert_true(st.preferred > 0);
     for (int k = 0; k < 5; k++)
         assert_true(st.placed_kind[k] > 0);
 }

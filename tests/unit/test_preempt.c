@@ -8,7 +8,8 @@
  *  - quota mode (gpuorch): borrowed work of another team first, preemptible or not; then
  *    preemptible work of a lower class; never another team's guaranteed work for a
  *    normal or low job; never production (which may borrow above its guarantee, up to
- *    its burst limit); never before min_runtime_ms; the set losing the least work wins,
+ *    its burst limit); never before min_runtime_ms, except for production (whose
+ *    victims get their grace and go however young); the set losing the least work wins,
  *    then the fewest victims, then the shortest grace; a gang victim counts and goes
  *    whole; only production or work inside its guarantee may preempt at all;
  *  - kube priority mode: any lower class, the node whose victims' highest class is the
@@ -17,10 +18,9 @@
  *  - in the cycle: victims are marked stopping for the preemptor, keep their allocation
  *    until sched_release, and the room they free is held for the preemptor;
  *  - a job its team's burst limit holds back: the team's own preemptible work of a
- *    lower class, past its minimum, yields the quota (least lost work), and the job
- *    starts before the team's smaller, lower work can take the room.
- * A comment that begins with "Rule:" pins a rule the code broke when the test was
- * written, and says how it fails. */
+ *    lower class, past its minimum (any, for production), yields the quota (least lost work), and
+ * the job starts before the team's smaller, lower work can take the room. A comment that begins
+ * with "Rule:" pins a rule the code broke when the test was written, and says how it fails. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -581,9 +581,10 @@ static void test_quota_least_lost_work_on_one_node(void **state)
     expect_plan(w, NOW, p, want, 1);
 }
 
-/* min_runtime_ms (5 min) protects a fresh job: v (low, preemptible, 4 GPUs) started at
- * 1,000; for p (production, 4 GPUs) at 1,000 + 299,999 there is no victim and the cycle
- * decides no preemption; at 1,000 + 300,000 v has run its minimum and goes. */
+/* min_runtime_ms (5 min) protects a fresh job from work that can wait: v (low,
+ * preemptible, 4 GPUs) started at 1,000; for p (high, 4 GPUs) at 1,000 + 299,999 there is
+ * no victim and the cycle decides no preemption; at 1,000 + 300,000 v has run its minimum
+ * and goes. */
 static void test_min_runtime_protects_fresh_job(void **state)
 {
     World *w = *state;
@@ -591,7 +592,7 @@ static void test_min_runtime_protects_fresh_job(void **state)
     world_start(w, SCHED_PREEMPT_QUOTA, SCHED_ORDER_PRIORITY);
     SchedJob *v =
         run_on(w, (JobArgs){.gpus = 4, .prio = "low", .preemptible = true}, 1, 1000, 1000);
-    SchedJob *p = job(w, (JobArgs){.gpus = 4, .prio = "production"});
+    SchedJob *p = job(w, (JobArgs){.gpus = 4, .prio = "high"});
     int64_t early = 1000 + 5 * MIN_MS - 1, due = 1000 + 5 * MIN_MS;
     cycle(w, early);
     expect_plan(w, early, p, NULL, 0);
@@ -602,6 +603,47 @@ static void test_min_runtime_protects_fresh_job(void **state)
     expect_plan(w, due, p, want, 1);
     cycle(w, due);
     assert_true(preempted_for(w, v, p));
+}
+
+/* Rule: production never waits for a minimum run time; its victims get their grace and
+ * go. One node of 4 GPUs; v (low, preemptible, 4 GPUs, grace 30 s) started at 1,000, as a
+ * training backlog fills an empty cluster. A minute later, at 61,000, v has run 60 s of
+ * its 300: h (high, 4 GPUs) still finds no victim, but p (production, 4 GPUs) does, and
+ * the cycle stops v for p at once, v to be gone at 61,000 + 30,000 = 91,000 (h, behind p
+ * in the queue, takes nothing); when v has stopped then, p starts on the node, 30 s after
+ * it came rather than the 240 s the minimum would have made it wait. Without the rule
+ * p's plan at 61,000 is empty (the test fails there). */
+static void test_production_skips_min_runtime(void **state)
+{
+    World *w = *state;
+    world_init(w, 4, 1, false);
+    world_start(w, SCHED_PREEMPT_QUOTA, SCHED_ORDER_PRIORITY);
+    SchedJob *v =
+        run_on(w, (JobArgs){.gpus = 4, .prio = "low", .preemptible = true, .grace_ms = 30000}, 1,
+               1000, 1000);
+    int64_t at = 61000;
+    SchedJob *h = job(w, (JobArgs){.gpus = 4, .prio = "high", .submit_ms = at});
+    SchedJob *p = job(w, (JobArgs){.gpus = 4, .prio = "production", .submit_ms = at});
+    cycle(w, at);
+    expect_plan(w, at, h, NULL, 0);
+    const SchedJob *want[] = {v};
+    expect_plan(w, at, p, want, 1);
+    assert_int_equal(sched_enqueue(&w->s, h), 0);
+    assert_int_equal(sched_enqueue(&w->s, p), 0);
+    cycle(w, at);
+    assert_int_equal(count(w, SCHED_PREEMPT), 1);
+    assert_true(preempted_for(w, v, p));
+    assert_true(v->stopping);
+    assert_int_equal(v->stop_at_ms, at + 30000);
+    assert_reason_has(p, PREEMPTING_REASON);
+    assert_reason_has(p, "in about 30 s at the latest");
+
+    finish_at(w, v, at + 30000);
+    assert_int_equal(sched_enqueue(&w->s, v), 0);
+    cycle(w, at + 30000);
+    assert_true(started(w, p));
+    assert_false(started(w, h));
+    assert_false(started(w, v));
 }
 
 /* Production is never a victim, even borrowed and preemptible. Team A guaranteed 4; a
@@ -989,7 +1031,8 @@ static size_t team_plan(World *w, const SchedJob *j, double need, SchedJob **ret
  * team's, y has not run its minimum); the two that lose least, s2 (2 min) and s4
  * (5 min), free both the quota and 2 GPUs of node 0. With s2 not preemptible, s4 and s1
  * (10 min). A low job of team a is of the victims' class: nothing. A high gang of 2 x 4
- * GPUs would need 8 GPUs of quota back and only 4 may yield: nothing. */
+ * GPUs would need 8 GPUs of quota back and only 4 may yield: nothing. A production job
+ * of team a in j's place may take y too (below). */
 static void test_team_yields_quota_plan(void **state)
 {
     World *w = *state;
@@ -1006,6 +1049,16 @@ static void test_team_yields_quota_plan(void **state)
         assert_victims(v, n, want, 2);
         world_free(w);
     }
+    /* production does not wait for y's minimum: y (2 min since its start, on node 1
+     * beside the free GPU) ties with s2 on lost work per GPU and comes after it by id;
+     * with both gone the quota is back and node 1 has 2 GPUs free, neither can be spared */
+    team_scene(w, &t);
+    SchedJob *prod =
+        job(w, (JobArgs){.gpus = 2, .prio = "production", .team = "a", .submit_ms = NOW});
+    cycle(w, NOW - 1);
+    const SchedJob *young[] = {t.s[1], t.y};
+    assert_victims(v, team_plan(w, prod, 2, v), young, 2);
+    world_free(w);
     team_scene(w, &t);
     cycle(w, NOW - 1);
     SchedJob *low = job(w, (JobArgs){.prio = "low", .team = "a", .submit_ms = NOW});
@@ -1101,6 +1154,7 @@ int main(void)
         T(test_quota_ties_fewer_victims_then_grace),
         T(test_quota_least_lost_work_on_one_node),
         T(test_min_runtime_protects_fresh_job),
+        T(test_production_skips_min_runtime),
         T(test_production_never_a_victim),
         T(test_production_may_borrow_never_a_victim),
         T(test_gang_victim_goes_whole),

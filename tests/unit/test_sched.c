@@ -1003,14 +1003,19 @@ static void test_gang_all_or_nothing(void **state)
 
 /* ---- tiers ---- */
 
-/* Production never lands on spot capacity. Pool "spot" (spot tier) comes first, so
- * first-fit tries node 0 (spot-0) before node 1 (od-0, on demand); 2 H100 each.
- * n1 (low, preemptible, @0) and production p1, p2, p3 (@1,000, @2,000, @3,000), 1 GPU
- * each, wait at 10,000. Production goes first: p1 and p2 skip spot-0 and take od-0's two
- * GPUs; p3 finds od-0 full and spot-0 excluded: it waits, though spot-0 has room, and the
- * placer says one node was excluded. n1 lands on spot-0. At 400,000 (n1 past its minimum
- * run time) p3 still waits and does not preempt n1: stopping it would free only spot
- * capacity. A production job that allows only spot is refused by request_from_job. */
+/* Production never lands on spot capacity, nor does work that cannot checkpoint. Pool
+ * "spot" (spot tier) comes first, so first-fit tries node 0 (spot-0) before node 1 (od-0,
+ * on demand); 2 H100 each. n1 (low, preemptible, checkpointing every 10 min, @0),
+ * production p1, p2, p3 (@1,000, @2,000, @3,000) and n2 (low, preemptible but without a
+ * checkpoint, @4,000), 1 GPU each, wait at 10,000. Production goes first: p1 and p2 skip
+ * spot-0 and take od-0's two GPUs; p3 finds od-0 full and spot-0 excluded: it waits,
+ * though spot-0 has room, and the placer says od-0 is the one node it may use. n1 lands
+ * on spot-0;
+ * n2 waits as p3 does, for the same reason, beside spot-0's free GPU (an interruption
+ * would lose its work; it landed there when only production was kept off spot). At
+ * 400,000 (n1 past its minimum run time) p3 still waits and does not preempt n1: stopping
+ * it would free only spot capacity. A production job that allows only spot is refused by
+ * request_from_job. */
 static void test_production_never_on_spot(void **state)
 {
     World *w = *state;
@@ -1020,12 +1025,15 @@ static void test_production_never_on_spot(void **state)
     SchedConfig cfg;
     sched_config_gpuorch(&cfg);
     world_init(w, c, "first-fit", &cfg);
-    SchedJob *n1 = submit(w, (JobArgs){.prio = "low", .preemptible = true, .submit_ms = 0});
+    SchedJob *n1 = submit(
+        w, (JobArgs){.prio = "low", .preemptible = true, .ckpt_ms = 10 * 60000, .submit_ms = 0});
     SchedJob *p[3];
     for (int i = 0; i < 3; i++)
         p[i] = submit(w, (JobArgs){.prio = "production", .submit_ms = 1000 * (i + 1)});
+    SchedJob *n2 = submit(w, (JobArgs){.prio = "low", .preemptible = true, .submit_ms = 4000});
     assert_false(p[0]->req.tiers & (1u << TIER_SPOT));
     assert_true(n1->req.tiers & (1u << TIER_SPOT));
+    assert_false(n2->req.tiers & (1u << TIER_SPOT));
     cycle(w, 10000);
     assert_int_equal(w->d.n, 3);
     assert_true(started(w, p[0]) && started(w, p[1]) && started(w, n1));
@@ -1035,11 +1043,14 @@ static void test_production_never_on_spot(void **state)
     assert_true(p[2]->queued);
     if (!strstr(p[2]->reason, "the one node it may use, od-0, has no room for a worker"))
         fail_msg("p3 waits for on-demand room, its reason says: \"%s\"", p[2]->reason);
+    assert_true(n2->queued);
+    if (!strstr(n2->reason, "the one node it may use, od-0, has no room for a worker"))
+        fail_msg("n2 waits for on-demand room, its reason says: \"%s\"", n2->reason);
 
     cycle(w, 400000);
     assert_int_equal(w->d.n, 0);
     assert_false(n1->stopping);
-    assert_true(p[2]->queued);
+    assert_true(p[2]->queued && n2->queued);
     world_free(w);
 
     c = new_cluster();

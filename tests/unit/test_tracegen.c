@@ -681,6 +681,46 @@ static void test_poisson_counts(void **state)
     }
 }
 
+/* An arrival window: a burst at a high rate in [from, until), the other entries as
+ * they were; until before from is refused on its line. */
+static void test_arrival_window(void **state)
+{
+    (void)state;
+    const char *base = "teams: [t]\nbatch:\n"
+                       "  - {name: a, team: t, rate_per_hour: 20, duration: 10m, gpus: 1}\n";
+    char text[512];
+    snprintf(text, sizeof(text),
+             "%s  - {name: burst, team: t, rate_per_hour: 36000, from: 1m, until: 2m,\n"
+             "     duration: 10m, gpus: 1}\n",
+             base);
+    JobList l, plain;
+    generate_ok(text, 3, 10, &l);
+    generate_ok(base, 3, 10, &plain);
+    /* 600 expected in the minute: 5 sd of a Poisson count is about 122 */
+    size_t nb = count_class(&l, "burst");
+    if (nb < 600 - 122 || nb > 600 + 122)
+        fail_msg("%zu arrivals in the window, expected 600 +- 122", nb);
+    for (size_t i = 0; i < l.n; i++)
+        if (!strcmp(l.jobs[i].workload_class, "burst"))
+            assert_true(l.jobs[i].submit_ms >= 60000 && l.jobs[i].submit_ms < 120000);
+    assert_int_equal(count_class(&l, "a"), plain.n);
+    /* a horizon that ends inside the window cuts it there */
+    JobList short_run;
+    generate_ok("teams: [t]\nbatch:\n"
+                "  - {name: b, team: t, rate_per_hour: 100, from: 30m, duration: 10m, gpus: 1}\n",
+                3, 1, &short_run);
+    assert_true(short_run.n > 20);
+    for (size_t i = 0; i < short_run.n; i++)
+        assert_true(short_run.jobs[i].submit_ms >= 1800000 &&
+                    short_run.jobs[i].submit_ms < 3600000);
+    job_list_free(&l);
+    job_list_free(&plain);
+    job_list_free(&short_run);
+    parse_bad("teams: [t]\nbatch:\n  - name: b\n    team: t\n    rate_per_hour: 1\n"
+              "    duration: 1h\n    gpus: 1\n    from: 2h\n    until: 1h\n",
+              "mix.yaml:9: field 'until': must be later than from (2h)", NULL);
+}
+
 static void test_lifetimes_clipped(void **state)
 {
     (void)state;
@@ -953,6 +993,7 @@ int main(void)
         cmocka_unit_test(test_philly_absent),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_poisson_counts),
+        cmocka_unit_test(test_arrival_window),
         cmocka_unit_test(test_lifetimes_clipped),
         cmocka_unit_test(test_estimates),
         cmocka_unit_test(test_projects_and_overrun),
