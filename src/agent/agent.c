@@ -316,6 +316,7 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
         w->log_base = stat(w->log_path, &st) == 0 ? (int64_t)st.st_size : 0;
         w->log_sent = 0;
         pid_t pid;
+        worker_starting(w);
         r = launch_spawn(w->a.argv, env, w->log_path, &pid, &err);
         if (r == 0) {
             worker_started(w, pid, mono);

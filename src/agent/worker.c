@@ -201,6 +201,14 @@ static void latest_stat(const Worker *w, int64_t *ret_mtime, int64_t *ret_size)
     file_seen(w, -1, ret_mtime, ret_size, &ino);
 }
 
+void worker_starting(Worker *w)
+{
+    /* markers left by an earlier run are what this run resumes from, not news; seen
+     * before the exec, or one the worker writes at once would pass for old */
+    latest_stat(w, &w->latest_mtime_ns, &w->latest_size);
+    file_seen(w, (int)w->key.rank, &w->marker_mtime_ns, &w->marker_size, &w->marker_ino);
+}
+
 void worker_started(Worker *w, pid_t pid, int64_t mono_ms)
 {
     w->state = WK_RUNNING;
@@ -209,9 +217,6 @@ void worker_started(Worker *w, pid_t pid, int64_t mono_ms)
     if (proc_stat(pid, &w->start_ticks, &st) < 0)
         w->start_ticks = 0;
     w->start_ms = agent_wall_ms();
-    /* markers left by an earlier run are what this run resumes from, not news */
-    latest_stat(w, &w->latest_mtime_ns, &w->latest_size);
-    file_seen(w, (int)w->key.rank, &w->marker_mtime_ns, &w->marker_size, &w->marker_ino);
     if (w->a.checkpoint_interval_ms > 0)
         w->next_checkpoint = mono_ms + w->a.checkpoint_interval_ms;
 }

@@ -112,7 +112,10 @@ Worker *worker_new(const WorkerKey *key, json_t *spec);
 void worker_free(Worker *w);
 const char *worker_state_name(uint8_t state);
 
-/* The worker ran: record pid, start time and the checkpoint baseline. */
+/* Right before the worker is started: the checkpoint baseline (LATEST and its rank's
+ * marker as an earlier run left them). */
+void worker_starting(Worker *w);
+/* The worker ran: record pid and start time. */
 void worker_started(Worker *w, pid_t pid, int64_t mono_ms);
 /* The worker could not start. */
 void worker_failed(Worker *w, const char *why);

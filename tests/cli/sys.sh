@@ -22,6 +22,15 @@ free_port() {
 # A node is lost after 3 s of silence and its jobs requeued at once; EXTRA ARGS, coming
 # later, override that.
 start_server() {
+    # a restart: the server stopped before must be gone (it holds the port until it has)
+    if [ -n "${SERVER_PID:-}" ]; then
+        i=0
+        while kill -0 "$SERVER_PID" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$SERVER_PID/status" 2>/dev/null; do
+            i=$((i + 1))
+            [ $i -lt 100 ] || fail "the server stopped before (pid $SERVER_PID) is still running"
+            sleep 0.1
+        done
+    fi
     [ -n "${PORT:-}" ] || PORT=$(free_port)
     URL=http://127.0.0.1:$PORT
     mkdir -p "$T/var"

@@ -28,37 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char dir[] = "/tmp/gpuorch-ckpt-XXXXXX";
-
-static int setup(void **state)
-{
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static char *path_in(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *path_in(const char *fmt, ...)
-{
-    Buf b = {0};
-    buf_printf(&b, "%s/", dir);
-    va_list ap;
-    va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    return buf_steal(&b);
-}
+#include "worker_fixture.h"
 
 static void write_text(const char *path, const char *text)
 {
@@ -87,6 +57,7 @@ static Worker *start(int job, int rank, const char *script)
     Buf err = {0};
     assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, NULL, &env, &err), 0);
     pid_t pid;
+    worker_starting(w);
     assert_int_equal(launch_spawn(w->a.argv, env, w->log_path, &pid, &err), 0);
     launch_env_free(env);
     buf_free(&err);

@@ -36,37 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char dir[] = "/tmp/gpuorch-launch-XXXXXX";
-
-static int setup(void **state)
-{
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static char *path_in(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *path_in(const char *fmt, ...)
-{
-    Buf b = {0};
-    buf_printf(&b, "%s/", dir);
-    va_list ap;
-    va_start(ap, fmt);
-    buf_vprintf(&b, fmt, ap);
-    va_end(ap);
-    return buf_steal(&b);
-}
+#include "worker_fixture.h"
 
 /* What the agent does for an assignment: directories, environment, spawn. Returns the
  * spawn's result; *ret is the worker (running, or failed with the reason). */
@@ -90,6 +60,7 @@ static int start(const char *spec_json, char *const *base_env, Worker **ret)
     Buf err = {0};
     assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, base_env, &env, &err), 0);
     pid_t pid;
+    worker_starting(w);
     int r = launch_spawn(w->a.argv, env, w->log_path, &pid, &err);
     launch_env_free(env);
     if (r == 0)
