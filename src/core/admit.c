@@ -77,23 +77,6 @@ static uint32_t pool_takes(const Cluster *c, const Pool *p, const Request *r)
     return k;
 }
 
-/* Could a worker of r run on a GPU of pool p at all (its kind of GPU ask)? */
-static bool pool_has_gpu_room(const Pool *p, const Request *r)
-{
-    switch (r->kind) {
-    case REQ_GPUS:
-        return p->gpus >= r->gpus;
-    case REQ_MIG:
-        return p->gpus && p->mig && r->mig_profile[p->model] >= 0;
-    case REQ_MEMORY:
-        return p->gpus && ((p->mig && r->mig_profile[p->model] >= 0) || r->share_milli[p->model]);
-    case REQ_FRACTION:
-        return p->gpus > 0;
-    default:
-        return true;
-    }
-}
-
 static void tiers_text(uint8_t mask, Buf *b)
 {
     bool first = true;
@@ -124,42 +107,18 @@ static void say(Admit *a, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Narrow the candidate pools to those keep() accepts; false when none is left. */
-static bool narrow(Admit *a, bool (*keep)(const Request *r, const Pool *p))
+/* Drop the candidate pools whose first misfit is `why` (earlier ones are gone
+ * already); false when none is left. */
+static bool narrow(Admit *a, PoolMisfit why)
 {
     memcpy(a->was, a->in, a->c->n_pools);
     bool any = false;
     for (size_t p = 0; p < a->c->n_pools; p++) {
-        if (a->in[p] && !keep(a->r, &a->c->pools[p]))
+        if (a->in[p] && request_pool_misfit(&a->c->pools[p], a->r) == why)
             a->in[p] = 0;
         any |= a->in[p];
     }
     return any;
-}
-
-static bool keep_model(const Request *r, const Pool *p)
-{
-    return p->nodes && (r->models & (1ull << p->model));
-}
-static bool keep_tier(const Request *r, const Pool *p)
-{
-    return r->tiers & (1u << p->tier);
-}
-static bool keep_fabric(const Request *r, const Pool *p)
-{
-    return !r->fabric || p->fabric == r->fabric;
-}
-static bool keep_gpu_room(const Request *r, const Pool *p)
-{
-    return pool_has_gpu_room(p, r);
-}
-static bool keep_cpu(const Request *r, const Pool *p)
-{
-    return p->cpu_milli >= r->cpu_milli;
-}
-static bool keep_memory(const Request *r, const Pool *p)
-{
-    return p->memory_mib >= r->memory_mib;
 }
 
 /* The pools that were candidates, named with their tiers: "a100 (owned), l4 (on-demand)". */
@@ -204,8 +163,8 @@ static uint32_t most_was(const Admit *a, uint32_t (*of)(const Pool *p))
 static bool no_pool(Admit *a)
 {
     const Request *r = a->r;
-    narrow(a, keep_model);
-    if (!narrow(a, keep_tier)) {
+    narrow(a, POOL_MODEL);
+    if (!narrow(a, POOL_TIER)) {
         Buf t = {0};
         tiers_text(r->tiers, &t);
         say(a, "it may run on %s capacity, and the pools of the GPU models it may use are %s",
@@ -221,10 +180,10 @@ static bool no_pool(Admit *a)
             buf_puts(a->why, " (production never runs on spot)");
         else if (spot_was && !job_spec_spot_ok(a->j))
             buf_puts(a->why, " (spot takes only preemptible work that checkpoints)");
-    } else if (!narrow(a, keep_fabric)) {
+    } else if (!narrow(a, POOL_FABRIC)) {
         say(a, "it asks for fabric '%s', which none of the pools it may use has (%s)",
             a->c->fabrics[r->fabric], was_text(a));
-    } else if (!narrow(a, keep_gpu_room)) {
+    } else if (!narrow(a, POOL_GPUS)) {
         if (r->kind == REQ_GPUS)
             say(a,
                 "it asks for %u GPUs per worker, and a node of the pools it may use has at most %u",
@@ -236,10 +195,10 @@ static bool no_pool(Admit *a)
                 a->j->mig ? a->j->mig : "?", was_text(a));
         else
             say(a, "none of the pools it may use has GPUs (%s)", was_text(a));
-    } else if (!narrow(a, keep_cpu)) {
+    } else if (!narrow(a, POOL_CPU)) {
         say(a, "it asks for %g CPUs per worker, and a node it may use has at most %g",
             r->cpu_milli / 1000.0, most_was(a, pool_cpu_milli) / 1000.0);
-    } else if (!narrow(a, keep_memory)) {
+    } else if (!narrow(a, POOL_MEMORY)) {
         say(a,
             "it asks for %g GiB of host memory per worker, and a node it may use has at most %g "
             "GiB",
@@ -406,7 +365,8 @@ int admit_job(const Cluster *c, const Learn *l, const JobSpec *j, unsigned flags
         v = -ENOMEM;
         goto out;
     }
-    memset(a.in, 1, c->n_pools);
+    for (size_t p = 0; p < c->n_pools; p++)
+        a.in[p] = c->pools[p].nodes > 0; /* a pool of no nodes holds nothing */
     bool refused = no_pool(&a);
     if (!refused && (e = short_of_room(&a, &refused)) < 0) {
         v = e;

@@ -173,6 +173,40 @@ uint32_t request_units_on(const Cluster *c, const Request *r, unsigned model, bo
     }
 }
 
+PoolMisfit request_pool_misfit(const Pool *p, const Request *r)
+{
+    if (!(r->models & (1ull << p->model)))
+        return POOL_MODEL;
+    if (!(r->tiers & (1u << p->tier)))
+        return POOL_TIER;
+    if (r->fabric && p->fabric != r->fabric)
+        return POOL_FABRIC;
+    bool gpus;
+    switch (r->kind) {
+    case REQ_GPUS:
+        gpus = p->gpus >= r->gpus;
+        break;
+    case REQ_MIG:
+        gpus = p->gpus && p->mig && r->mig_profile[p->model] >= 0;
+        break;
+    case REQ_MEMORY:
+        gpus = p->gpus && ((p->mig && r->mig_profile[p->model] >= 0) || r->share_milli[p->model]);
+        break;
+    case REQ_FRACTION:
+        gpus = p->gpus > 0;
+        break;
+    default:
+        gpus = true;
+    }
+    if (!gpus)
+        return POOL_GPUS;
+    if (p->cpu_milli < r->cpu_milli)
+        return POOL_CPU;
+    if (p->memory_mib < r->memory_mib)
+        return POOL_MEMORY;
+    return POOL_FITS;
+}
+
 bool request_same_shape(const Request *a, const Request *b)
 {
     return a->kind == b->kind && a->gpus == b->gpus && a->scope == b->scope &&

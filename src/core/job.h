@@ -122,6 +122,20 @@ typedef struct Request {
  * for work that may not run there, ...). */
 int request_from_job(const Cluster *c, const JobSpec *j, Request *ret, Buf *why);
 
+/* Why no node of pool p could ever take a worker of r, even empty: the first reason in
+ * this order, or POOL_FITS. The nodes of a pool are its template, so this is also each
+ * node's answer (the placer's explanations and admission ask the same question). */
+typedef enum PoolMisfit {
+    POOL_FITS,
+    POOL_MODEL,  /* none of the models the request allows */
+    POOL_TIER,   /* a tier it may not use */
+    POOL_FABRIC, /* another fabric than the one it requires */
+    POOL_GPUS,   /* too few GPUs per node, no MIG where a slice is asked, no GPU at all */
+    POOL_CPU,    /* less CPU per node than one worker asks */
+    POOL_MEMORY, /* less host memory per node than one worker asks */
+} PoolMisfit;
+PoolMisfit request_pool_misfit(const Pool *p, const Request *r);
+
 /* Compute one worker of r takes on a node's model, in GPU_UNITS (MIG resolves first). */
 uint32_t request_units_on(const Cluster *c, const Request *r, unsigned model, bool mig);
 

@@ -490,7 +490,11 @@ static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, cons
 
 /* ---- explaining a failure ---- */
 
-static bool node_suits(const Cluster *c, const Node *n, const Request *r);
+/* Could the node ever take a worker of r (when empty and ready)? */
+static bool node_suits(const Cluster *c, const Node *n, const Request *r)
+{
+    return request_pool_misfit(&c->pools[n->pool], r) == POOL_FITS;
+}
 
 /* " of model A or B": the models of the nodes that could ever take it, unless that is
  * every model the cluster has (or none: the request's own then). */
@@ -553,24 +557,6 @@ static void describe_ask(const Cluster *c, const Request *r, unsigned workers, B
     }
     }
     describe_models(c, r, why);
-}
-
-/* Could the node ever take a worker of r (when empty and ready)? */
-static bool node_suits(const Cluster *c, const Node *n, const Request *r)
-{
-    if (!(r->models & (1ull << n->model)) || (r->fabric && n->fabric != r->fabric) ||
-        !((r->tiers >> c->pools[n->pool].tier) & 1))
-        return false;
-    if (n->cpu_milli < r->cpu_milli || n->memory_mib < r->memory_mib)
-        return false;
-    switch (r->kind) {
-    case REQ_NONE:
-        return true;
-    case REQ_GPUS:
-        return n->n_gpus >= r->gpus;
-    default:
-        return n->n_gpus && place_slice_mode(c, n, r) != SLICE_NONE;
-    }
 }
 
 /* Why a node that suits a job takes none of it now, as people are told. */
