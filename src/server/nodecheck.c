@@ -75,6 +75,41 @@ static void label(Buf *b, const ReportedGpu *g, const GpuModel *found)
         buf_printf(b, "'%.*s'", NAME_MAX_LEN, g->name);
 }
 
+/* The GPUs reported, with the catalogue model each name resolved to (NULL: none). */
+typedef struct Reported {
+    const ReportedGpu *gpus;
+    const GpuModel *const *found;
+    size_t n;
+} Reported;
+
+/* One kind of GPU: the same catalogue model, or the same name the catalogue lacks. */
+static bool same_kind(const Reported *r, size_t i, size_t j)
+{
+    return r->found[i] ? r->found[j] == r->found[i]
+                       : !r->found[j] && !strcmp(r->gpus[j].name, r->gpus[i].name);
+}
+
+static bool same_memory(const Reported *r, size_t i, size_t j)
+{
+    return r->gpus[j].memory_mib == r->gpus[i].memory_mib;
+}
+
+/* The GPUs still flagged in left, from i on, that like() puts with GPU i: moved from
+ * left into pick (which holds only them after), and how many. */
+static size_t take_group(const Reported *r, bool *left, bool *pick, size_t i,
+                         bool (*like)(const Reported *r, size_t i, size_t j))
+{
+    memset(pick, 0, r->n * sizeof(*pick));
+    size_t k = 0;
+    for (size_t j = i; j < r->n; j++)
+        if (left[j] && like(r, i, j)) {
+            pick[j] = true;
+            left[j] = false;
+            k++;
+        }
+    return k;
+}
+
 /* "GPU 3" or "GPUs 0-3, 6" for the GPUs flagged in pick (indices of gpus). */
 static void gpu_list(Buf *b, const ReportedGpu *gpus, const bool *pick, size_t n)
 {
@@ -107,36 +142,25 @@ static void gpu_list(Buf *b, const ReportedGpu *gpus, const bool *pick, size_t n
     free(idx);
 }
 
-/* "8 x H100-80GB-SXM5" or "6 x H100-80GB-SXM5 and 2 x 'NVIDIA X'", in report order. */
-static void summary(Buf *b, const ReportedGpu *gpus, const GpuModel *const *found, size_t n)
+/* "8 x H100-80GB-SXM5" or "6 x H100-80GB-SXM5 and 2 x 'NVIDIA X'", in report order;
+ * left and pick are scratch of r->n flags. */
+static void summary(Buf *b, const Reported *r, bool *left, bool *pick)
 {
-    if (!n) {
+    if (!r->n) {
         buf_puts(b, "no GPUs");
         return;
     }
-    bool *done = calloc(n, sizeof(*done));
-    if (!done) {
-        b->oom = true;
-        return;
-    }
+    for (size_t i = 0; i < r->n; i++)
+        left[i] = true;
     bool first = true;
-    for (size_t i = 0; i < n; i++) {
-        if (done[i])
+    for (size_t i = 0; i < r->n; i++) {
+        if (!left[i])
             continue;
-        size_t count = 0;
-        for (size_t j = i; j < n; j++) {
-            bool same =
-                found[i] ? found[j] == found[i] : !found[j] && !strcmp(gpus[j].name, gpus[i].name);
-            if (same) {
-                done[j] = true;
-                count++;
-            }
-        }
+        size_t count = take_group(r, left, pick, i, same_kind);
         buf_printf(b, "%s%zu x ", first ? "" : " and ", count);
-        label(b, &gpus[i], found[i]);
+        label(b, &r->gpus[i], r->found[i]);
         first = false;
     }
-    free(done);
 }
 
 /* Start a clause of the list of differences. */
@@ -154,16 +178,19 @@ bool nodecheck_matches(const Cluster *c, uint32_t node, const ReportedGpu *gpus,
     const ClusterModel *cm = &c->models[nd->model];
     const GpuModel **found = calloc(n ? n : 1, sizeof(*found));
     bool *bad = calloc(n ? n : 1, sizeof(*bad));
+    bool *pick = calloc(n ? n : 1, sizeof(*pick));
     bool *seen = calloc(nd->n_gpus ? nd->n_gpus : 1, sizeof(*seen));
-    if (!found || !bad || !seen) {
+    if (!found || !bad || !pick || !seen) {
         free(found);
         free(bad);
+        free(pick);
         free(seen);
         buf_puts(diff, "out of memory comparing the node's GPUs with the cluster file");
         return false;
     }
     for (size_t i = 0; i < n; i++)
         found[i] = catalog_find(gpus[i].name);
+    const Reported rep = {.gpus = gpus, .found = found, .n = n};
 
     Buf why = {0};
     bool any = false;
@@ -195,25 +222,12 @@ bool nodecheck_matches(const Cluster *c, uint32_t node, const ReportedGpu *gpus,
     for (size_t i = 0; i < n; i++) {
         if (!bad[i])
             continue;
-        bool *pick = calloc(n, sizeof(*pick));
-        if (!pick) {
-            why.oom = true;
-            break;
-        }
-        size_t k = 0;
-        for (size_t j = i; j < n; j++)
-            if (bad[j] && (found[i] ? found[j] == found[i]
-                                    : !found[j] && !strcmp(gpus[j].name, gpus[i].name))) {
-                pick[j] = true;
-                bad[j] = false;
-                k++;
-            }
+        size_t k = take_group(&rep, bad, pick, i, same_kind);
         clause(&why, &any);
         gpu_list(&why, gpus, pick, n);
         buf_puts(&why, k == 1 ? " is " : " are ");
         label(&why, &gpus[i], found[i]);
         buf_printf(&why, ", not %s", cm->m.name);
-        free(pick);
     }
 
     /* memory, for GPUs of the right model (another model's memory says nothing new) */
@@ -225,23 +239,11 @@ bool nodecheck_matches(const Cluster *c, uint32_t node, const ReportedGpu *gpus,
     for (size_t i = 0; i < n; i++) {
         if (!bad[i])
             continue;
-        bool *pick = calloc(n, sizeof(*pick));
-        if (!pick) {
-            why.oom = true;
-            break;
-        }
-        size_t k = 0;
-        for (size_t j = i; j < n; j++)
-            if (bad[j] && gpus[j].memory_mib == gpus[i].memory_mib) {
-                pick[j] = true;
-                bad[j] = false;
-                k++;
-            }
+        size_t k = take_group(&rep, bad, pick, i, same_memory);
         clause(&why, &any);
         gpu_list(&why, gpus, pick, n);
         buf_printf(&why, " %s %llu MiB of memory, not about %llu", k == 1 ? "has" : "have",
                    (unsigned long long)gpus[i].memory_mib, (unsigned long long)want);
-        free(pick);
     }
 
     /* MIG, where the pool may be partitioned: what the agent says, else the catalogue */
@@ -261,7 +263,7 @@ bool nodecheck_matches(const Cluster *c, uint32_t node, const ReportedGpu *gpus,
 
     if (any) {
         buf_puts(diff, "the agent reports ");
-        summary(diff, gpus, found, n);
+        summary(diff, &rep, bad, pick);
         buf_puts(diff, " where the cluster file declares ");
         if (nd->n_gpus)
             buf_printf(diff, "%u x %s", nd->n_gpus, cm->m.name);
@@ -273,6 +275,7 @@ bool nodecheck_matches(const Cluster *c, uint32_t node, const ReportedGpu *gpus,
     buf_free(&why);
     free(found);
     free(bad);
+    free(pick);
     free(seen);
     return !any;
 }
