@@ -343,20 +343,12 @@ static void fold_interruption(Server *s, uint32_t node, const Interruption *in, 
     struct tm tm;
     if (!gmtime_r(&t, &tm) || !strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm))
         snprintf(at, sizeof(at), "%lld ms", (long long)in->deadline_ms);
-    /* walk a copy: a job whose workers all ended may leave the holding list */
-    size_t n = s->n_holding, stopped = 0;
-    ServerJob **jobs = n ? malloc(n * sizeof(*jobs)) : NULL;
-    if (n && !jobs)
-        n = 0;
-    if (n)
-        memcpy(jobs, s->holding, n * sizeof(*jobs));
+    size_t n, stopped = 0;
+    ServerJob **jobs = server_jobs_on_node(s, node, &n);
     for (size_t i = 0; i < n; i++) {
         ServerJob *j = jobs[i];
-        bool here = false;
-        for (size_t w = 0; w < j->n_workers && !here; w++)
-            here = j->workers[w].node == node && (j->workers[w].state == WORKER_ASSIGNED ||
-                                                  j->workers[w].state == WORKER_RUNNING);
-        if (!here || j->st.state == JOB_STOPPING || job_state_ended(j->st.state))
+        if (!server_job_on_node(j, node, false) || j->st.state == JOB_STOPPING ||
+            job_state_ended(j->st.state))
             continue;
         char detail[256];
         snprintf(detail, sizeof(detail),

@@ -444,8 +444,7 @@ void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     }
 }
 
-/* Has the job a worker on the node that its agent runs (or was told to and may run)? */
-static bool job_on_node(const ServerJob *j, uint32_t node, bool running_only)
+bool server_job_on_node(const ServerJob *j, uint32_t node, bool running_only)
 {
     for (size_t w = 0; w < j->n_workers; w++) {
         const WorkerRun *wr = &j->workers[w];
@@ -472,15 +471,13 @@ static void requeue_from_node(Server *s, ServerJob *j, uint32_t node, const char
         server_job_stop(s, j, STOP_PREEMPT, true, now_ms, ch);
 }
 
-/* The jobs with a worker on the node, copied: finishing a run takes a job off the
- * holding list. NULL when there are none (or out of memory). */
-static ServerJob **jobs_on_node(Server *s, uint32_t node, size_t *ret_n)
+ServerJob **server_jobs_on_node(Server *s, uint32_t node, size_t *ret_n)
 {
     size_t n = 0;
     ServerJob **jobs = s->n_holding ? malloc(s->n_holding * sizeof(*jobs)) : NULL;
     for (size_t i = 0; jobs && i < s->n_holding; i++) {
         ServerJob *j = s->holding[i];
-        if (job_on_node(j, node, false) ||
+        if (server_job_on_node(j, node, false) ||
             (j->move != MOVE_NONE && j->shadow.node == node && !server_worker_ended(&j->shadow)))
             jobs[n++] = j;
     }
@@ -496,7 +493,7 @@ static void node_give_up(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
     ns->gave_up = true;
     provider_node_lost(s, node);
     size_t n;
-    ServerJob **jobs = jobs_on_node(s, node, &n);
+    ServerJob **jobs = server_jobs_on_node(s, node, &n);
     char why[200];
     snprintf(why, sizeof(why), "node %s stopped answering %lld s ago", s->c->nodes[node].name,
              (long long)((server_mono_ms() - ns->seen_mono_ms) / 1000));
@@ -506,7 +503,7 @@ static void node_give_up(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
             j->shadow.state = WORKER_GONE;
             server_move_progress(s, j, now_ms, ch);
         }
-        if (job_on_node(j, node, false))
+        if (server_job_on_node(j, node, false))
             requeue_from_node(s, j, node, why, now_ms, ch);
     }
     free(jobs);
@@ -532,13 +529,13 @@ static void node_lost(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
         return;
     }
     size_t n;
-    ServerJob **jobs = jobs_on_node(s, node, &n);
+    ServerJob **jobs = server_jobs_on_node(s, node, &n);
     char why[200];
     snprintf(why, sizeof(why), "node %s stopped answering before the run started there",
              s->c->nodes[node].name);
     for (size_t i = 0; i < n; i++)
-        if (job_on_node(jobs[i], node, false) &&
-            (!job_on_node(jobs[i], node, true) || jobs[i]->st.state == JOB_STOPPING))
+        if (server_job_on_node(jobs[i], node, false) &&
+            (!server_job_on_node(jobs[i], node, true) || jobs[i]->st.state == JOB_STOPPING))
             requeue_from_node(s, jobs[i], node, why, now_ms, ch);
     free(jobs);
 }
@@ -566,11 +563,11 @@ void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
         return;
     nodespan_update(s, node, now_ms);
     size_t n;
-    ServerJob **jobs = jobs_on_node(s, node, &n);
+    ServerJob **jobs = server_jobs_on_node(s, node, &n);
     size_t stopped = 0;
     for (size_t i = 0; i < n; i++) {
         ServerJob *j = jobs[i];
-        if (!job_on_node(j, node, false) ||
+        if (!server_job_on_node(j, node, false) ||
             (j->st.state != JOB_STARTING && j->st.state != JOB_RUNNING))
             continue;
         server_job_node_shutdown(s, j, node, now_ms, ch);
@@ -599,7 +596,7 @@ void server_check_nodes(Server *s, int64_t now_ms)
              * only if work sits there */
             bool busy = false;
             for (size_t k = 0; k < s->n_holding && !busy; k++)
-                busy = job_on_node(s->holding[k], (uint32_t)i, false);
+                busy = server_job_on_node(s->holding[k], (uint32_t)i, false);
             if (!busy)
                 continue;
         }

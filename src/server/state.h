@@ -291,6 +291,13 @@ void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t f
 /* Remember the MIG layouts a placement set, for a restarted server. */
 void server_save_mig(Server *s, const Placement *pl);
 bool server_worker_ended(const WorkerRun *w);
+/* Has the job a worker on the node that its agent runs (or was told to and may run)?
+ * running_only: one reported running. */
+bool server_job_on_node(const ServerJob *j, uint32_t node, bool running_only);
+/* The jobs with a worker (or a moving server's other worker) on the node, copied:
+ * stopping or finishing a run takes a job off the holding list. The caller frees the
+ * array; NULL when there are none (or out of memory). */
+ServerJob **server_jobs_on_node(Server *s, uint32_t node, size_t *ret_n);
 /* Nodes whose agents went silent: lost, their jobs torn down and requeued. */
 void server_check_nodes(Server *s, int64_t now_ms);
 /* The node's agent is shutting it down: it takes no work, and every job with a worker
