@@ -46,7 +46,7 @@ typedef struct Usage {
     size_t n_slots;
     MeterSpan *spans; /* counted capacity in the window, sorted by node (with_idle) */
     size_t n_spans, spans_cap;
-    char **span_strs; /* per span (its tag): node, pool, model, tier, owned */
+    char **span_strs; /* per span (its tag): copies of its node, pool, model and tier */
     size_t span_strs_cap;
     int err;
 } Usage;
