@@ -17,7 +17,7 @@ if [ -n "$bad" ]; then
   fail=1
 fi
 # layers: util <- core <- spec <- sim; util <- store, net; core, spec, store <- server;
-# core, spec, net <- agent; cli on top of all
+# core, spec, net <- agent; core, spec, store, net, server <- kube; cli on top of all
 check() {
   layer=$1; shift
   for banned in "$@"; do
@@ -28,13 +28,14 @@ check() {
     fi
   done
 }
-check util core spec sim store net server agent cli
-check core spec sim store net server agent cli
-check spec sim store net server agent cli
-check sim store net server agent cli
-check store core spec sim net server agent cli
-check net core spec sim store server agent cli
-check server sim net agent cli
-check agent sim store server cli
+check util core spec sim store net server agent kube cli
+check core spec sim store net server agent kube cli
+check spec sim store net server agent kube cli
+check sim store net server agent kube cli
+check store core spec sim net server agent kube cli
+check net core spec sim store server agent kube cli
+check server sim net agent kube cli
+check agent sim store server kube cli
+check kube sim agent cli
 [ $fail -eq 0 ] && echo "layers ok"
 exit $fail
