@@ -3,6 +3,7 @@
  * SIGTERM. The signals are blocked before any thread starts, so every thread inherits
  * the mask and only the main thread, in sigwait, ever receives them. */
 #include "cli/cli.h"
+#include "cli/server_kube.h"
 #include "server/auth.h"
 #include "server/http.h"
 #include "server/provider.h"
@@ -29,7 +30,11 @@ static void usage(FILE *f)
             "                      [--listen HOST:PORT] [--data-dir DIR]\n"
             "                      [--heartbeat-ms N] [--lost-after-ms N] [--lost-grace-ms N]\n"
             "                      [--min-runtime-s N] [--web DIR]\n"
-            "                      [--provider none|sim|exec:SCRIPT]\n\n"
+            "                      [--provider none|sim|exec:SCRIPT]\n"
+            "                      [--kubernetes [--kubeconfig FILE] [--kube-context NAME]\n"
+            "                       [--scheduler-name NAME] [--leader-elect]\n"
+            "                       [--lease NAMESPACE/NAME] [--mig-configmap NAMESPACE/NAME]\n"
+            "                       [--kube-qps N] [--kube-burst N] [--kube-writers N]]\n\n"
             "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
             "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
             "  --db URL            the store (default " DEFAULT_DB ")\n"
@@ -49,6 +54,18 @@ static void usage(FILE *f)
             "  --provider P        who starts and stops the nodes of autoscaled pools: none\n"
             "                      (default), sim (local agents with simulated GPUs) or\n"
             "                      exec:SCRIPT (SCRIPT create|delete POOL NODE)\n"
+            "  --kubernetes        schedule the GPU pods of a Kubernetes cluster (docs/kubernetes.md):\n"
+            "                      nodes from Node objects, jobs from pods with schedulerName\n"
+            "                      gpuorch; --config then holds the teams only\n"
+            "  --kubeconfig FILE   its API server and credentials (default: in-cluster)\n"
+            "  --scheduler-name N  the pods' spec.schedulerName that is ours (default gpuorch)\n"
+            "  --leader-elect      of several replicas only the Lease holder schedules\n"
+            "  --lease NS/NAME     that Lease (default gpuorch-system/gpuorch)\n"
+            "  --mig-configmap NS/NAME  the mig-parted config the MIG manager reads\n"
+            "                      (default gpu-operator/gpuorch-mig-parted-config)\n"
+            "  --kube-qps N        API requests per second at most (default: no limit)\n"
+            "  --kube-burst N      requests above that at once (default: N of --kube-qps)\n"
+            "  --kube-writers N    API writes under way at once (default 4)\n"
             "On the first start an admin token is written to DIR/admin.token (mode 0600).\n");
 }
 
@@ -122,9 +139,22 @@ int cmd_server(int argc, char **argv)
         {"web", required_argument, NULL, 'w'},
         {"provider", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
+        {"kubernetes", no_argument, NULL, OPT_KUBE},
+        {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+        {"kube-context", required_argument, NULL, OPT_KUBE_CONTEXT},
+        {"scheduler-name", required_argument, NULL, OPT_SCHEDULER_NAME},
+        {"leader-elect", no_argument, NULL, OPT_LEADER_ELECT},
+        {"lease", required_argument, NULL, OPT_LEASE},
+        {"mig-configmap", required_argument, NULL, OPT_MIG_CONFIGMAP},
+        {"kube-qps", required_argument, NULL, OPT_KUBE_QPS},
+        {"kube-burst", required_argument, NULL, OPT_KUBE_BURST},
+        {"kube-writers", required_argument, NULL, OPT_KUBE_WRITERS},
         {NULL, 0, NULL, 0},
     };
     ServerOptions o = {.db_url = DEFAULT_DB, .min_runtime_ms = -1, .lost_grace_ms = -1};
+    bool kube = false;
+    KubeOptions ko;
+    kube_options_defaults(&ko);
     const char *listen = DEFAULT_LISTEN, *data_dir = NULL, *web = NULL;
     _cleanup_free_ char *script = NULL;
     int opt;
@@ -190,6 +220,20 @@ int cmd_server(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case OPT_KUBE:
+        case OPT_KUBECONFIG:
+        case OPT_KUBE_CONTEXT:
+        case OPT_SCHEDULER_NAME:
+        case OPT_LEADER_ELECT:
+        case OPT_LEASE:
+        case OPT_MIG_CONFIGMAP:
+        case OPT_KUBE_QPS:
+        case OPT_KUBE_BURST:
+        case OPT_KUBE_WRITERS:
+            kube = true;
+            if (server_kube_option(opt, optarg, &ko) < 0)
+                return 2;
+            break;
         default:
             usage(stderr);
             return 2;
@@ -254,12 +298,16 @@ int cmd_server(int argc, char **argv)
 
     Server *s = NULL;
     HttpServer *h = NULL;
+    KubeEngine *ke = NULL;
     _cleanup_free_ char *token_path = NULL;
-    r = server_open(&o, &s, &err);
+    r = kube ? server_kube_prepare(&ko, &o, &ke, &err) : 0;
+    if (r == 0)
+        r = server_open(&o, &s, &err);
     if (r < 0) {
         fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
         buf_free(&err);
         http_listener_close(&lis);
+        kube_engine_free(ke);
         return r == -EINVAL ? 2 : 1;
     }
     if ((r = auth_bootstrap(s, &token_path, &err)) < 0 ||
@@ -288,6 +336,18 @@ int cmd_server(int argc, char **argv)
             return 1;
         }
     }
+    if (ke && (r = kube_engine_start(ke, s, &err)) < 0) {
+        fprintf(stderr, "gpuorch server: Kubernetes: %s\n", err.len ? buf_str(&err) : strerror(-r));
+        buf_free(&err);
+        kube_engine_stop(ke);
+        http_server_stop(h);
+        server_close(s);
+        kube_engine_free(ke);
+        return 1;
+    }
+    if (ke)
+        printf("scheduling the pods of %s with schedulerName %s\n", server_kube_api(ke),
+               ko.scheduler_name);
     if (web)
         printf("portal served from %s\n", web);
     if (token_path)
@@ -297,8 +357,10 @@ int cmd_server(int argc, char **argv)
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0)
         ;
+    kube_engine_stop(ke);
     http_server_stop(h);
     server_close(s);
+    kube_engine_free(ke);
     buf_free(&err);
     return 0;
 }

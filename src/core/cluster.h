@@ -73,6 +73,10 @@ typedef enum NodeAway {
     AWAY_MISMATCHED,   /* its agent reports other GPUs than the cluster spec declares */
     AWAY_NOTICE,       /* its cloud is taking it back (a spot interruption notice) */
     AWAY_DOWN,         /* its agent was stopped and said so (the node is shut down) */
+    AWAY_CORDONED,     /* Kubernetes: the Node is cordoned (spec.unschedulable) */
+    AWAY_NOT_READY,    /* Kubernetes: the Node's Ready condition is not True */
+    AWAY_TAINTED,      /* Kubernetes: a NoSchedule taint GPU pods do not tolerate */
+    AWAY_MIG_FAILED,   /* Kubernetes: its MIG manager failed the last layout change */
     AWAY_COUNT
 } NodeAway;
 

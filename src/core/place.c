@@ -566,6 +566,10 @@ typedef enum Unready {
     UNREADY_MISMATCHED,
     UNREADY_NOTICE,
     UNREADY_DOWN,
+    UNREADY_CORDONED,
+    UNREADY_NOT_READY,
+    UNREADY_TAINTED,
+    UNREADY_MIG_FAILED,
     UNREADY_CLOSED,
     UNREADY_STARTING,
     UNREADY_LEAVING,
@@ -582,6 +586,12 @@ static const char *const unready_says[UNREADY_COUNT][2] = {
      "are mismatched (their agents report other GPUs than the cluster spec declares)"},
     {"is being taken back by its cloud", "are being taken back by their cloud"},
     {"is shut down (its agent was stopped)", "are shut down (their agents were stopped)"},
+    {"is cordoned", "are cordoned"},
+    {"is not Ready", "are not Ready"},
+    {"has a NoSchedule taint GPU pods do not tolerate",
+     "have NoSchedule taints GPU pods do not tolerate"},
+    {"failed its last MIG layout change (see its nvidia.com/mig.config.state)",
+     "failed their last MIG layout changes (see their nvidia.com/mig.config.state)"},
     {"is closed to new work", "are closed to new work"},
     {"is starting", "are starting"},
     {"is leaving", "are leaving"},
@@ -614,6 +624,14 @@ static int unready_of(const Node *n)
         return UNREADY_NOTICE;
     case AWAY_DOWN:
         return UNREADY_DOWN;
+    case AWAY_CORDONED:
+        return UNREADY_CORDONED;
+    case AWAY_NOT_READY:
+        return UNREADY_NOT_READY;
+    case AWAY_TAINTED:
+        return UNREADY_TAINTED;
+    case AWAY_MIG_FAILED:
+        return UNREADY_MIG_FAILED;
     default:
         return UNREADY_CLOSED;
     }

@@ -47,12 +47,12 @@ typedef struct KubeNode {
     KubeMigResource mig[KUBE_MAX_MIG_RESOURCES]; /* allocatable MIG resources */
     size_t n_mig;
     uint32_t cpu_milli, memory_mib, pods; /* allocatable */
-    uint32_t rdma;                        /* allocatable fabric devices: rdma/*, */
-                                          /* vpc.amazonaws.com/efa, nvidia.com/hca (the sum) */
-    bool ready;                           /* condition Ready=True */
-    bool unschedulable;                   /* spec.unschedulable (cordoned) */
-    char *taint; /* the first NoSchedule/NoExecute taint's key (NULL: none) that GPU
-                  * pods are not expected to tolerate: nvidia.com/gpu is expected */
+    uint32_t rdma;      /* allocatable fabric devices, summed: rdma-prefixed resources,
+                         * vpc.amazonaws.com/efa, nvidia.com/hca */
+    bool ready;         /* condition Ready=True */
+    bool unschedulable; /* spec.unschedulable (cordoned) */
+    char *taint;        /* the first NoSchedule/NoExecute taint's key (NULL: none) that GPU
+                         * pods are not expected to tolerate: nvidia.com/gpu is expected */
     char *leaf, *spine, *fabric, *interconnect; /* from KubeLabels, or NULL */
     int tier;                                   /* Tier; TIER_OWNED when unlabelled */
     int64_t price_micro_usd;                    /* per GPU-hour, -1 unlabelled */
@@ -77,6 +77,9 @@ void kube_node_free(KubeNode *n);
 #define KUBE_ANN_PROJECT       "gpuorch.io/project"
 #define KUBE_ANN_ESTIMATE      "gpuorch.io/duration-estimate" /* "2h" */
 #define KUBE_ANN_FABRIC        "gpuorch.io/fabric"            /* a fabric the nodes must have */
+/* Set by the workload (or a sidecar) on its own pod when it has saved a checkpoint: where
+ * it is ("s3://ckpt/run-7/step-1200"); the job's next run resumes from it. */
+#define KUBE_ANN_CHECKPOINT "gpuorch.io/checkpoint"
 /* Written by gpuorch on the pods it places again after a preemption: the checkpoint
  * to resume from (the workload reads it, or GPUORCH_RESUME_FROM from it). */
 #define KUBE_ANN_RESUME_FROM "gpuorch.io/resume-from"

@@ -580,6 +580,8 @@ void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
 
 void server_check_nodes(Server *s, int64_t now_ms)
 {
+    if (s->opt.external_nodes)
+        return; /* their engine says when they are gone */
     Changes ch = {0};
     int64_t mono = server_mono_ms();
     for (size_t i = 0; i < s->c->n_nodes; i++) {

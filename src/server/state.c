@@ -414,9 +414,13 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     pthread_cond_init(&s->wake, &ca);
     pthread_condattr_destroy(&ca);
 
-    int r = spec_load_cluster(o->config_path, &s->c, err);
-    if (r < 0)
+    int r = 0;
+    if (o->cluster) {
+        s->c = o->cluster; /* ours now, even when opening fails */
+        s->opt.cluster = NULL;
+    } else if ((r = spec_load_cluster(o->config_path, &s->c, err)) < 0) {
         goto fail;
+    }
     Buf dir = {0};
     buf_printf(&dir, "%s/logs", o->data_dir);
     s->log_dir = buf_steal(&dir);
@@ -589,7 +593,9 @@ static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
     int status = check_rights(who, js, err);
     if (status)
         return status;
-    int v = admit_job(s->c, &s->learn, js, ADMIT_NEED_COMMAND, NULL, err);
+    /* an engine's jobs run what their pods say: there is no command of ours */
+    int v = admit_job(s->c, &s->learn, js, s->opt.external_nodes ? 0 : ADMIT_NEED_COMMAND, NULL,
+                      err);
     switch (v) {
     case ADMIT_OK:
         return 0;
@@ -609,6 +615,11 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
     if (!jobs->n) {
         buf_printf(err, "the request holds no job");
         return 400;
+    }
+    if (s->opt.external_nodes && who->token_id != SERVER_ENGINE_CALLER) {
+        buf_printf(err, "on Kubernetes a job is pods: create them with schedulerName: gpuorch "
+                        "(docs/kubernetes.md), and gpuorch schedules them");
+        return 409;
     }
     size_t n = jobs->n;
     StoreJob *ins = calloc(n, sizeof(*ins));
@@ -983,6 +994,8 @@ static void run_cycle(Server *s, int64_t now)
     provider_cycle(s, now, &ch);
     server_commit(s, &ch);
     changes_free(&ch);
+    if (s->opt.after_cycle)
+        s->opt.after_cycle(s->opt.after_cycle_arg);
     sched_decisions_free(&dec);
     count_cycle(s, (double)(mono_ns() - t0) / 1e9);
 }

@@ -50,6 +50,10 @@ typedef enum Role { ROLE_ADMIN, ROLE_LEAD, ROLE_MEMBER, ROLE_VIEWER, ROLE_AGENT,
 const char *role_name(Role r);
 int role_from_name(const char *s); /* -1 when unknown */
 
+/* Caller.token_id of the engine that drives the nodes (ServerOptions.external_nodes):
+ * the one caller that submits jobs then, as its pods are the jobs. */
+#define SERVER_ENGINE_CALLER (-1)
+
 /* Who makes a request (from its bearer token). */
 typedef struct Caller {
     int64_t token_id;
@@ -102,6 +106,8 @@ typedef struct ServerJob {
     uint16_t master_port;
     double gpu_equivalents;   /* what all workers hold (or would hold) */
     uint32_t position;        /* pending: place in the queue (1 = next), as last ordered */
+    bool parked;              /* pending but out of the queue: its engine has not the
+                               * pods to run it yet (server_job_park) */
     bool requeue;             /* stopping: queue it again when its workers are gone */
     uint8_t move;             /* MoveState */
     WorkerRun shadow;         /* moving: the worker of the allocation that is not sj.pl's */
@@ -161,6 +167,14 @@ typedef struct ServerOptions {
     int64_t min_runtime_ms;      /* a job runs this long before it may be preempted (-1: 5 min) */
     ProviderKind provider;       /* who starts and stops the nodes of autoscaled pools */
     const char *provider_script; /* PROVIDER_EXEC: the script */
+    /* An engine outside the server carries out its decisions (the Kubernetes engine,
+     * src/kube): the cluster it built (server_open takes it; config_path then only names
+     * it in messages), nodes' readiness from it rather than from agents' heartbeats, and
+     * a call after every scheduling cycle (lock held) so that it acts on the decisions. */
+    Cluster *cluster;
+    bool external_nodes;
+    void (*after_cycle)(void *arg);
+    void *after_cycle_arg;
 } ServerOptions;
 
 /* Counters for /metrics. */
@@ -312,6 +326,18 @@ int server_job_size(Server *s, ServerJob *j);
 /* The list of jobs holding an allocation. */
 int server_hold(Server *s, ServerJob *j);
 void server_unhold(Server *s, ServerJob *j);
+/* For an engine that drives the nodes itself (ServerOptions.external_nodes; external.c). */
+
+/* The node takes work (why AWAY_NONE) or not, for the cause its engine knows. */
+void server_node_ready(Server *s, uint32_t node, NodeAway why, int64_t now_ms);
+/* Take a pending job out of the queue (park) or put it back: an engine parks a job whose
+ * workers it cannot start yet (a preempted Kubernetes job whose pods are being
+ * recreated). A parked job keeps its place in the store as pending. */
+void server_job_park(Server *s, ServerJob *j, bool park);
+/* The job's run ended outside the scheduler's control before it could start (its pods
+ * were deleted): closed as cancelled, with why as the event. */
+void server_job_vanished(Server *s, ServerJob *j, const char *why, int64_t now_ms, Changes *ch);
+
 /* Stop a job's workers (mode STOP_*); requeue says what happens when they are gone. */
 void server_job_stop(Server *s, ServerJob *j, StopMode mode, bool requeue, int64_t now_ms,
                      Changes *ch);

@@ -193,6 +193,11 @@ static int read_file(const char *path, char **ret_text, size_t *ret_len, Buf *er
 
 int spec_load_cluster(const char *path, Cluster **ret, Buf *err)
 {
+    return spec_load_cluster_flags(path, 0, ret, err);
+}
+
+int spec_load_cluster_flags(const char *path, unsigned flags, Cluster **ret, Buf *err)
+{
     _cleanup_free_ char *text = NULL;
     size_t len;
     int r = read_file(path, &text, &len, err);
@@ -213,7 +218,7 @@ int spec_load_cluster(const char *path, Cluster **ret, Buf *err)
     case FMT_YAML:
         break;
     }
-    return spec_parse_cluster_yaml(text, len, path, ret, err);
+    return spec_parse_cluster_yaml_flags(text, len, path, flags, ret, err);
 }
 
 int spec_load_jobs(const char *path, JobList *ret, Buf *err)

@@ -22,6 +22,13 @@
 int spec_load_cluster(const char *path, Cluster **ret, Buf *err);
 int spec_parse_cluster_yaml(const char *text, size_t len, const char *name, Cluster **ret,
                             Buf *err);
+/* With SPEC_POOLS_ELSEWHERE a YAML spec may leave out `pools`: the nodes come from
+ * elsewhere (the Kubernetes engine adds them from Node objects); teams and switches are
+ * read as always. */
+#define SPEC_POOLS_ELSEWHERE 1u
+int spec_load_cluster_flags(const char *path, unsigned flags, Cluster **ret, Buf *err);
+int spec_parse_cluster_yaml_flags(const char *text, size_t len, const char *name, unsigned flags,
+                                  Cluster **ret, Buf *err);
 int spec_parse_alibaba_nodes(const char *text, size_t len, const char *name, Cluster **ret,
                              Buf *err);
 

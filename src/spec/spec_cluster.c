@@ -768,7 +768,8 @@ static int list_team(ClusterReader *cr, struct fy_node *seq, struct fy_node *ite
     return read_team(cr, item, line);
 }
 
-static int read_cluster(FieldCtx *x, struct fy_node *root, const char *file, Cluster **ret)
+static int read_cluster(FieldCtx *x, struct fy_node *root, const char *file, unsigned flags,
+                        Cluster **ret)
 {
     size_t line = field_node_line(root, 1);
     FieldVal v[TOP_COUNT];
@@ -786,7 +787,9 @@ static int read_cluster(FieldCtx *x, struct fy_node *root, const char *file, Clu
     int e = 0;
     if (has[TOP_SWITCHES] && (e = read_list(&cr, &v[TOP_SWITCHES], "switches", list_switch)) < 0)
         r = e;
-    if (e != -ENOMEM && !has[TOP_POOLS]) {
+    if (e != -ENOMEM && !has[TOP_POOLS] && (flags & SPEC_POOLS_ELSEWHERE)) {
+        /* the nodes come from elsewhere (Kubernetes Node objects) */
+    } else if (e != -ENOMEM && !has[TOP_POOLS]) {
         field_error(x, line, "missing field 'pools' in the cluster spec");
         r = -EINVAL;
     } else if (e != -ENOMEM && (e = read_list(&cr, &v[TOP_POOLS], "pools", list_pool)) < 0) {
@@ -821,6 +824,12 @@ static int read_cluster(FieldCtx *x, struct fy_node *root, const char *file, Clu
 
 int spec_parse_cluster_yaml(const char *text, size_t len, const char *name, Cluster **ret, Buf *err)
 {
+    return spec_parse_cluster_yaml_flags(text, len, name, 0, ret, err);
+}
+
+int spec_parse_cluster_yaml_flags(const char *text, size_t len, const char *name, unsigned flags,
+                                  Cluster **ret, Buf *err)
+{
     FieldCtx x;
     field_ctx_init(&x, name, "field", err);
     FieldYaml y;
@@ -841,7 +850,7 @@ int spec_parse_cluster_yaml(const char *text, size_t len, const char *name, Clus
                     field_node_shape(root));
         r = -EINVAL;
     } else if (r > 0) {
-        r = read_cluster(&x, root, name ? name : "cluster", &c);
+        r = read_cluster(&x, root, name ? name : "cluster", flags, &c);
     }
     if (r >= 0) {
         int more;

@@ -1,0 +1,98 @@
+/* nodes_watch.c: the Node objects' events: whether each GPU node takes work (Ready, not
+ * cordoned, no taint GPU pods do not tolerate, its last MIG change not failed) and
+ * where its MIG manager is with the layout gpuorch asked for. The node set is the one
+ * the engine started with: a GPU node that joins later is reported, and scheduled onto
+ * from the next start (the next leader). */
+#include "kube/engine_int.h"
+
+#include "util/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int knode_find(KubeEngine *e, const char *name)
+{
+    return cluster_find_node(e->s->c, name);
+}
+
+static NodeAway away_of(const KNode *kn)
+{
+    if (!kn->known || !kn->n.ready)
+        return AWAY_NOT_READY;
+    if (kn->n.unschedulable)
+        return AWAY_CORDONED;
+    if (kn->n.taint)
+        return AWAY_TAINTED;
+    if (kn->mig_failed)
+        return AWAY_MIG_FAILED;
+    return AWAY_NONE;
+}
+
+/* Our MIG change on the node: done (its manager says success for our config), failed,
+ * or still under way. */
+static void follow_mig(KubeEngine *e, uint32_t idx, KNode *kn)
+{
+    const KubeNode *n = &kn->n;
+    if (!kn->mig_want || kn->mig_writing || !n->mig_config || strcmp(n->mig_config, kn->mig_want))
+        return;
+    if (n->mig_state && !strcmp(n->mig_state, "success")) {
+        log_info("event=mig_applied node=%s config=%s", n->name, kn->mig_want);
+        free(kn->mig_want);
+        kn->mig_want = NULL;
+        kn->mig_failed = false;
+        e->work = true;
+    } else if (n->mig_state && !strcmp(n->mig_state, "failed")) {
+        log_error("event=mig_failed node=%s config=%s action=node_closed", n->name, kn->mig_want);
+        free(kn->mig_want);
+        kn->mig_want = NULL;
+        kn->mig_failed = true;
+        e->work = true;
+    }
+}
+
+int knode_event(KubeEngine *e, const char *type, json_t *obj)
+{
+    KubeNode n;
+    Buf why = {0};
+    int r = kube_node_parse(obj, &e->o.labels, &n, &why);
+    if (r < 0) {
+        if (r != -ENOMEM) {
+            const char *name =
+                json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+            log_error("event=node_unreadable node=%s reason=\"%s\"", name ? name : "?",
+                      buf_str(&why));
+        }
+        buf_free(&why);
+        return r == -ENOMEM ? r : 0;
+    }
+    buf_free(&why);
+    int idx = kube_node_has_gpus(&n) ? knode_find(e, n.name) : -1;
+    if (idx < 0 || (size_t)idx >= e->n_nodes) {
+        if (kube_node_has_gpus(&n) && strcmp(type, "DELETED"))
+            log_info("event=node_not_scheduled node=%s reason=\"it joined after gpuorch "
+                     "started; the next start (or leader) schedules onto it\"",
+                     n.name);
+        kube_node_free(&n);
+        return 0;
+    }
+    KNode *kn = &e->nodes[idx];
+    bool deleted = !strcmp(type, "DELETED");
+    kube_node_free(&kn->n);
+    kn->n = n;
+    kn->known = !deleted;
+    /* the failed state stays until someone sets a config that succeeds */
+    if (kn->mig_failed && n.mig_state && !strcmp(n.mig_state, "success"))
+        kn->mig_failed = false;
+    follow_mig(e, (uint32_t)idx, kn);
+    if (e->synced)
+        server_node_ready(e->s, (uint32_t)idx, away_of(kn), server_now_ms());
+    return 0;
+}
+
+void knodes_open(KubeEngine *e)
+{
+    int64_t now = server_now_ms();
+    for (size_t i = 0; i < e->n_nodes; i++)
+        server_node_ready(e->s, (uint32_t)i, away_of(&e->nodes[i]), now);
+}
