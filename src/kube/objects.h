@@ -47,12 +47,12 @@ typedef struct KubeNode {
     KubeMigResource mig[KUBE_MAX_MIG_RESOURCES]; /* allocatable MIG resources */
     size_t n_mig;
     uint32_t cpu_milli, memory_mib, pods; /* allocatable */
-    uint32_t rdma;                        /* allocatable fabric devices: rdma/*, */
-                                          /* vpc.amazonaws.com/efa, nvidia.com/hca (the sum) */
-    bool ready;                           /* condition Ready=True */
-    bool unschedulable;                   /* spec.unschedulable (cordoned) */
-    char *taint; /* the first NoSchedule/NoExecute taint's key (NULL: none) that GPU
-                  * pods are not expected to tolerate: nvidia.com/gpu is expected */
+    uint32_t rdma;      /* allocatable fabric devices, summed: every rdma/<name> resource,
+                         * vpc.amazonaws.com/efa, nvidia.com/hca */
+    bool ready;         /* condition Ready=True */
+    bool unschedulable; /* spec.unschedulable (cordoned) */
+    char *taint;        /* the first NoSchedule/NoExecute taint's key (NULL: none) that GPU
+                         * pods are not expected to tolerate: nvidia.com/gpu is expected */
     char *leaf, *spine, *fabric, *interconnect; /* from KubeLabels, or NULL */
     int tier;                                   /* Tier; TIER_OWNED when unlabelled */
     int64_t price_micro_usd;                    /* per GPU-hour, -1 unlabelled */
