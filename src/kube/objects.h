@@ -35,19 +35,24 @@ typedef struct KubeMigResource {
 
 typedef struct KubeNode {
     char *name;
-    char *product;            /* nvidia.com/gpu.product, or NULL (no GPU) */
-    uint32_t gpus;            /* nvidia.com/gpu.count, else capacity nvidia.com/gpu */
+    char *product;            /* nvidia.com/gpu.product, or NULL (no GPU); without GFD's
+                               * "-SHARED" (sharing) or "-MIG-<profile>" (MIG single) */
+    uint32_t gpus;            /* nvidia.com/gpu.count, else capacity nvidia.com/gpu over
+                               * the replicas; MIG single: see kube_node_parse */
     uint32_t gpu_memory_mib;  /* nvidia.com/gpu.memory, 0 unknown */
     bool mig_capable;         /* nvidia.com/mig.capable=true */
     char mig_strategy[8];     /* nvidia.com/mig.strategy: "none", "single", "mixed", "" */
     char *mig_config;         /* nvidia.com/mig.config, or NULL */
     char *mig_state;          /* nvidia.com/mig.config.state: pending, success, failed; or NULL */
     uint32_t alloc_gpu;       /* allocatable nvidia.com/gpu (MPS: replicas) */
-    uint32_t shared_replicas; /* nvidia.com/gpu.replicas label (MPS sharing), 0: none */
+    uint32_t shared_replicas; /* nvidia.com/gpu.replicas label (MPS sharing), 0: none
+                               * (GFD writes 1 when nothing is shared) */
+    bool time_sliced;         /* nvidia.com/gpu.sharing-strategy=time-slicing: replicas
+                               * without MPS limits; shared_replicas stays 0 */
     KubeMigResource mig[KUBE_MAX_MIG_RESOURCES]; /* allocatable MIG resources */
     size_t n_mig;
     uint32_t cpu_milli, memory_mib, pods; /* allocatable */
-    uint32_t rdma;      /* allocatable fabric devices, summed: rdma-prefixed resources,
+    uint32_t rdma;      /* allocatable fabric devices, summed: every rdma/<name> resource,
                          * vpc.amazonaws.com/efa, nvidia.com/hca */
     bool ready;         /* condition Ready=True */
     bool unschedulable; /* spec.unschedulable (cordoned) */
@@ -59,8 +64,14 @@ typedef struct KubeNode {
 } KubeNode;
 
 /* Read a Node object. 0, -EINVAL (not a Node: no metadata.name) with why, -ENOMEM.
- * A label with a bad value (a tier or price that does not parse) is -EINVAL too, with
- * why naming the label: the caller reports it and leaves the node out. */
+ * A label with a bad value (a tier, price or interconnect that does not parse, a GPU
+ * count that is not a number) or an allocatable that is not a quantity is -EINVAL too,
+ * with why naming it: the caller reports it and leaves the node out. Allocatable CPU
+ * and memory round down (7500m, 512Gi, 123456Ki). MIG strategy "single", where GFD
+ * labels the slices as the GPUs: product and gpus are turned back into the model and
+ * its physical GPUs (the catalogue's instances per GPU; gpus 0 when it does not know
+ * the model), gpu_memory_mib into the model's, and the slices become mig[0] with
+ * alloc_gpu 0. interconnect is the canonical name (interconnect_name). */
 int kube_node_parse(const json_t *node, const KubeLabels *labels, KubeNode *ret, Buf *why);
 void kube_node_free(KubeNode *n);
 
@@ -113,8 +124,12 @@ typedef struct KubePod {
     /* The request, as a job spec of one worker: team = namespace (the engine maps it),
      * name = "<ns>/<pod>", req/gpus/mig/gpu_memory_mib/fraction_milli from the resources
      * and annotations, cpu_milli/memory_mib from the containers' requests (the largest
-     * init container's or the sum of the others'), kind/priority/preemptible/checkpoint/
-     * class/scope/fabric/project/estimate from the annotations. */
+     * init container's or the sum of the others', rounded up), kind/priority/preemptible/
+     * checkpoint/class/scope/fabric/project/estimate from the annotations,
+     * checkpoint_grace_ms from grace_s. Priority: the annotation, else the priority
+     * class (kube_priority_from_class), else normal. Kind: the annotation, else
+     * training for whole GPUs in a pg/ or job/ group, inference for a slice, share or
+     * GPU memory, batch for the rest (objects.c says why). */
     JobSpec spec;
     /* A pod whose request cannot be read (a malformed annotation, two GPU resources at
      * once): bad is set and why says what is wrong, for the pod's condition. */
@@ -122,11 +137,14 @@ typedef struct KubePod {
     char why[256];
 } KubePod;
 
-/* Read a Pod. 0 (bad may be set), -EINVAL when it is not a pod (no namespace/name),
- * -ENOMEM. shared_resource: the resource MPS replicas are advertised under (NULL:
- * "nvidia.com/gpu.shared"). A pod asking one replica gets REQ_FRACTION with the
- * gpu-fraction annotation's share, or fraction_milli 0 when it has none: the engine
- * then fills in 1/replicas from the nodes it knows. */
+/* Read a Pod. 0 (bad may be set), -EINVAL when it is not a pod (no namespace/name, a
+ * creationTimestamp that is not RFC 3339), -ENOMEM. shared_resource: the resource MPS
+ * replicas are advertised under (NULL: "nvidia.com/gpu.shared"). A pod asking one
+ * replica gets REQ_FRACTION with the gpu-fraction annotation's share, or fraction_milli
+ * 0 when it has none: the engine then fills in 1/replicas from the nodes it knows.
+ * gpu-memory on a pod asking no GPU resource, or nvidia.com/gpu: 1, is REQ_MEMORY (the
+ * engine right-sizes it); with more GPUs, a MIG slice, a replica or gpu-fraction it is
+ * bad, as are two GPU resources, two slices and two replicas. */
 int kube_pod_parse(const json_t *pod, const char *shared_resource, KubePod *ret, Buf *why);
 void kube_pod_free(KubePod *p);
 
