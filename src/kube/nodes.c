@@ -79,6 +79,7 @@ static int pool_for(Cluster *c, const KubeNode *n, Buf *err)
         .cpu_milli = n->cpu_milli,
         .memory_mib = n->memory_mib,
     };
+    mig_layout_clear(&t.initial_mig); /* GPUs start whole; carve_existing finds any MIG */
     int ic = n->interconnect ? interconnect_from_name(n->interconnect) : -1;
     t.interconnect = (uint8_t)(ic >= 0 ? ic : (int)guess_interconnect(n));
     int fab = cluster_fabric(c, n->fabric);
