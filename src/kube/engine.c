@@ -239,7 +239,9 @@ typedef struct Watch {
     char *path;
     char *rv;
     EventFn fn;
-    bool relist_pods; /* a relist drops the pods it does not see */
+    /* a relist drops the objects it does not see: these mark and sweep (or NULL) */
+    void (*relist_begin)(KubeEngine *e);
+    void (*relist_end)(KubeEngine *e);
 } Watch;
 
 static int on_event(void *arg, const char *type, json_t *obj)
@@ -261,17 +263,17 @@ static int on_item(void *arg, json_t *item)
 
 static int relist(Watch *w, KubeApi *a, Buf *err)
 {
-    if (w->relist_pods) {
+    if (w->relist_begin) {
         pthread_mutex_lock(&w->e->s->lock);
-        kpods_relist_begin(w->e);
+        w->relist_begin(w->e);
         pthread_mutex_unlock(&w->e->s->lock);
     }
     free(w->rv);
     w->rv = NULL;
     int r = kube_list(a, w->path, on_item, w, &w->rv, err);
-    if (w->relist_pods && r == 0) {
+    if (w->relist_end && r == 0) {
         pthread_mutex_lock(&w->e->s->lock);
-        kpods_relist_end(w->e);
+        w->relist_end(w->e);
         kact_kick(w->e);
         pthread_mutex_unlock(&w->e->s->lock);
     }
@@ -368,15 +370,24 @@ int kube_engine_start(KubeEngine *e, Server *s, Buf *err)
     Buf sel = {0};
     buf_printf(&sel, "spec.schedulerName=%s", e->o.scheduler_name);
     kube_query_escape(&pods, buf_str(&sel));
-    buf_free(&sel);
+    buf_reset(&sel);
     e->w_pods = watch_new(e, "pods", buf_str(&pods), kpod_event);
+    buf_reset(&pods);
+    buf_printf(&pods, "/api/v1/pods?fieldSelector=");
+    buf_printf(&sel, "spec.schedulerName!=%s,spec.nodeName!=", e->o.scheduler_name);
+    kube_query_escape(&pods, buf_str(&sel));
+    buf_free(&sel);
+    e->w_foreign = watch_new(e, "other schedulers' pods", buf_str(&pods), kforeign_event);
     buf_free(&pods);
     e->w_nodes = watch_new(e, "nodes", "/api/v1/nodes", knode_event);
     e->w_pgs =
         watch_new(e, "podgroups", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", kpodgroup_event);
-    if (!e->w_pods || !e->w_nodes || !e->w_pgs)
+    if (!e->w_pods || !e->w_nodes || !e->w_pgs || !e->w_foreign)
         return -ENOMEM;
-    e->w_pods->relist_pods = true;
+    e->w_pods->relist_begin = kpods_relist_begin;
+    e->w_pods->relist_end = kpods_relist_end;
+    e->w_foreign->relist_begin = kforeign_relist_begin;
+    e->w_foreign->relist_end = kforeign_relist_end;
     e->w_nodes->rv = e->nodes_rv;
     e->nodes_rv = NULL;
 
@@ -392,9 +403,13 @@ int kube_engine_start(KubeEngine *e, Server *s, Buf *err)
                   "not installed: deploy/kubernetes/podgroup-crd.yaml\" action=no_gangs");
         buf_reset(err);
         watch_free(e->w_pgs);
+        watch_free(e->w_foreign);
         e->w_pgs = NULL;
         r = 0;
     }
+    /* what other schedulers hold, then our pods: the first cycle sees both */
+    if (r == 0)
+        r = relist(e->w_foreign, e->api, err);
     if (r == 0)
         r = relist(e->w_pods, e->api, err);
     if (r < 0)
@@ -411,6 +426,7 @@ int kube_engine_start(KubeEngine *e, Server *s, Buf *err)
         return -ENOMEM;
     bool ok = pthread_create(&e->watch_pods, NULL, watch_main, e->w_pods) == 0 &&
               pthread_create(&e->watch_nodes, NULL, watch_main, e->w_nodes) == 0 &&
+              pthread_create(&e->watch_foreign, NULL, watch_main, e->w_foreign) == 0 &&
               (!e->w_pgs || pthread_create(&e->watch_pgs, NULL, watch_main, e->w_pgs) == 0) &&
               pthread_create(&e->actuator, NULL, kact_main, e) == 0;
     for (size_t i = 0; ok && i < e->n_writers; i++)
@@ -439,6 +455,7 @@ void kube_engine_stop(KubeEngine *e)
     /* the watches poll e->stop about every second */
     pthread_join(e->watch_pods, NULL);
     pthread_join(e->watch_nodes, NULL);
+    pthread_join(e->watch_foreign, NULL);
     if (e->w_pgs)
         pthread_join(e->watch_pgs, NULL);
     pthread_join(e->actuator, NULL);
@@ -467,6 +484,7 @@ void kube_engine_free(KubeEngine *e)
         return;
     kube_engine_stop(e);
     kgroups_free(e);
+    kforeign_free(e);
     tdestroy(e->job_names, free);
     for (size_t i = 0; i < e->n_nodes; i++) {
         kube_node_free(&e->nodes[i].n);
@@ -479,6 +497,7 @@ void kube_engine_free(KubeEngine *e)
     watch_free(e->w_pods);
     watch_free(e->w_nodes);
     watch_free(e->w_pgs);
+    watch_free(e->w_foreign);
     free(e->nodes_rv);
     kube_api_free(e->api);
     kube_config_free(&e->cfg);

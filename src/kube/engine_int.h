@@ -98,6 +98,7 @@ struct KubeEngine {
     void *groups_by_key; /* tsearch tree of KGroup */
     void *pod_groups;    /* tsearch tree of KPodGroup: minMember of the PodGroups seen */
     void *job_names;     /* tsearch tree of KJobName, built at start */
+    void *foreign;       /* tsearch tree of what other schedulers' pods hold (foreign.c) */
     KNode *nodes;        /* per cluster node */
     size_t n_nodes;
     bool synced; /* the first lists are in: nodes may take work */
@@ -111,12 +112,12 @@ struct KubeEngine {
     KActQueue fast, slow;
     pthread_mutex_t mig_lock; /* one writer of the mig-parted config at a time */
 
-    pthread_cond_t act_wake;                /* with s->lock: the actuator waits on it */
-    struct Watch *w_pods, *w_nodes, *w_pgs; /* engine.c; w_pgs NULL: no PodGroup CRD */
+    pthread_cond_t act_wake;                            /* with s->lock: the actuator waits on it */
+    struct Watch *w_pods, *w_nodes, *w_pgs, *w_foreign; /* engine.c; w_pgs NULL: no CRD */
     char *nodes_rv;       /* the version of the node list the cluster was built from */
     char lease_seen[512]; /* lease.c: the Lease record last seen, and since when */
     int64_t lease_seen_ms;
-    pthread_t watch_pods, watch_nodes, watch_pgs, actuator, lease;
+    pthread_t watch_pods, watch_nodes, watch_pgs, watch_foreign, actuator, lease;
     pthread_t *writer;
     size_t n_writers;
     bool started, lease_started;
@@ -140,6 +141,12 @@ KGroup *kgroup_of_job(KubeEngine *e, int64_t job);
 int knode_event(KubeEngine *e, const char *type, json_t *obj);
 int knode_find(KubeEngine *e, const char *name);
 void knodes_open(KubeEngine *e); /* after the first lists: each node's readiness */
+
+/* foreign.c: other schedulers' pods on our nodes, counted as used. */
+int kforeign_event(KubeEngine *e, const char *type, json_t *obj);
+void kforeign_relist_begin(KubeEngine *e);
+void kforeign_relist_end(KubeEngine *e);
+void kforeign_free(KubeEngine *e);
 
 /* act.c: from the server's state to API writes. */
 void *kact_main(void *arg);

@@ -60,6 +60,20 @@ pods_of() {
     kctl get pods -n "$1" -l "$2" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase}{"\n"}{end}'
 }
 
+# --- another scheduler's pod holds two of the A100's GPUs: gpuorch counts them as used ---
+cat >"$T/other.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata: {name: other, namespace: search}
+spec:
+  containers: [{name: c, image: c:1, resources: {limits: {nvidia.com/gpu: 2}}}]
+EOF
+kctl apply -f "$T/other.yaml" >/dev/null
+kube_bind "$KUBE_ADMIN_TOKEN" search other a100-0
+[ "$KSTATUS" = 201 ] || fail "binding the other scheduler's pod: HTTP $KSTATUS"
+kube_wait 20 "gpuorch counts the other scheduler's GPUs on a100-0" \
+    grep -q "event=foreign_gpus pod=search/other node=a100-0 gpus=2" "$T/server.log"
+
 # --- a gang: a PodGroup of two 8-GPU workers, run by a Job ---
 cat >"$T/train.yaml" <<'EOF'
 apiVersion: scheduling.x-k8s.io/v1alpha1
