@@ -12,10 +12,11 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libcmocka-dev \
                libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libsodium-dev \
                clang-format python3 curl
-# what only the tests need: the portal's browser tests
-DEB_TEST_PACKAGES = chromium nodejs npm
+# what only the tests need: the portal's browser tests, and the Kubernetes tests' etcd
+# and openssl (tools/k8s-control-plane.sh installs the rest of what it builds with)
+DEB_TEST_PACKAGES = chromium nodejs npm etcd-server openssl
 
-.PHONY: all deps test-deps build test run bench format format-check clean
+.PHONY: all deps test-deps build kube-control-plane test run bench format format-check clean
 
 all: build
 
@@ -33,9 +34,15 @@ build:
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
+# The Kubernetes tests' control plane (kube-apiserver, kube-controller-manager,
+# kube-scheduler), built once per machine from Debian's source package and cached in
+# ~/.cache/gpuorch: about ten minutes the first time, nothing after.
+kube-control-plane:
+	@./tools/k8s-control-plane.sh >/dev/null
+
 # The release build too: the optimiser finds warnings (-Werror) the debug build does not,
 # and `make run` uses it.
-test: test-deps node_modules/.package-lock.json build
+test: test-deps node_modules/.package-lock.json build kube-control-plane
 	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUORCH_SANITIZE=ON >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -43,7 +50,7 @@ test: test-deps node_modules/.package-lock.json build
 run: deps build
 	./tools/run-local.sh $(BUILD)
 
-bench: deps build
+bench: deps build kube-control-plane
 	./bench/run.sh $(BUILD)
 
 format:

@@ -19,6 +19,9 @@ have_all() {
     for b in $bins; do [ -x "$1/$b" ] || return 1; done
 }
 
+# The tests drive the control plane with kubectl: Debian's when none is on the PATH.
+command -v kubectl >/dev/null || "$(dirname "$0")/install-deps.sh" kubernetes-client >&2
+
 # A cached build of any version answers at once without touching apt.
 for d in "$cache"/kubernetes-*/bin; do
     if [ -d "$d" ] && have_all "$d"; then

@@ -34,7 +34,8 @@ static void usage(FILE *f)
             "                      [--kubernetes [--kubeconfig FILE] [--kube-context NAME]\n"
             "                       [--scheduler-name NAME] [--leader-elect]\n"
             "                       [--lease NAMESPACE/NAME] [--mig-configmap NAMESPACE/NAME]\n"
-            "                       [--kube-qps N] [--kube-burst N] [--kube-writers N]]\n\n"
+            "                       [--kube-qps N] [--kube-burst N] [--kube-writers N]\n"
+            "                       [--mig-timeout-s N]]\n\n"
             "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
             "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
             "  --db URL            the store (default " DEFAULT_DB ")\n"
@@ -54,7 +55,8 @@ static void usage(FILE *f)
             "  --provider P        who starts and stops the nodes of autoscaled pools: none\n"
             "                      (default), sim (local agents with simulated GPUs) or\n"
             "                      exec:SCRIPT (SCRIPT create|delete POOL NODE)\n"
-            "  --kubernetes        schedule the GPU pods of a Kubernetes cluster (docs/kubernetes.md):\n"
+            "  --kubernetes        schedule the GPU pods of a Kubernetes cluster "
+            "(docs/kubernetes.md):\n"
             "                      nodes from Node objects, jobs from pods with schedulerName\n"
             "                      gpuorch; --config then holds the teams only\n"
             "  --kubeconfig FILE   its API server and credentials (default: in-cluster)\n"
@@ -66,6 +68,7 @@ static void usage(FILE *f)
             "  --kube-qps N        API requests per second at most (default: no limit)\n"
             "  --kube-burst N      requests above that at once (default: N of --kube-qps)\n"
             "  --kube-writers N    API writes under way at once (default 4)\n"
+            "  --mig-timeout-s N   a MIG change not done by then has failed (default 600)\n"
             "On the first start an admin token is written to DIR/admin.token (mode 0600).\n");
 }
 
@@ -149,6 +152,7 @@ int cmd_server(int argc, char **argv)
         {"kube-qps", required_argument, NULL, OPT_KUBE_QPS},
         {"kube-burst", required_argument, NULL, OPT_KUBE_BURST},
         {"kube-writers", required_argument, NULL, OPT_KUBE_WRITERS},
+        {"mig-timeout-s", required_argument, NULL, OPT_MIG_TIMEOUT},
         {NULL, 0, NULL, 0},
     };
     ServerOptions o = {.db_url = DEFAULT_DB, .min_runtime_ms = -1, .lost_grace_ms = -1};
@@ -230,6 +234,7 @@ int cmd_server(int argc, char **argv)
         case OPT_KUBE_QPS:
         case OPT_KUBE_BURST:
         case OPT_KUBE_WRITERS:
+        case OPT_MIG_TIMEOUT:
             kube = true;
             if (server_kube_option(opt, optarg, &ko) < 0)
                 return 2;

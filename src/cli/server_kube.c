@@ -14,20 +14,21 @@
 #include <string.h>
 #include <unistd.h>
 
-static char identity[300];
+static char identity[300], lease_ns[254], mig_ns[254];
 
-static int split_ns_name(const char *flag, const char *arg, const char **ret_ns,
-                         const char **ret_name)
+/* NAMESPACE/NAME into the two halves; the namespace is copied into ns (the options
+ * point into it as long as the command runs). */
+static int split_ns_name(const char *flag, const char *arg, char *ns, size_t ns_len,
+                         const char **ret_ns, const char **ret_name)
 {
     const char *slash = strchr(arg, '/');
-    if (!slash || slash == arg || !slash[1] || strchr(slash + 1, '/')) {
+    if (!slash || slash == arg || !slash[1] || strchr(slash + 1, '/') ||
+        (size_t)(slash - arg) >= ns_len) {
         fprintf(stderr, "gpuorch server: %s takes NAMESPACE/NAME, not '%s'\n", flag, arg);
         return -EINVAL;
     }
-    char *ns = strndup(arg, (size_t)(slash - arg));
-    if (!ns)
-        return -ENOMEM;
-    *ret_ns = ns; /* lives as long as the command */
+    snprintf(ns, ns_len, "%.*s", (int)(slash - arg), arg);
+    *ret_ns = ns;
     *ret_name = slash + 1;
     return 0;
 }
@@ -63,9 +64,11 @@ int server_kube_option(int opt, const char *arg, KubeOptions *ko)
         ko->leader_elect = true;
         return 0;
     case OPT_LEASE:
-        return split_ns_name("--lease", arg, &ko->namespace_, &ko->lease_name);
+        return split_ns_name("--lease", arg, lease_ns, sizeof(lease_ns), &ko->namespace_,
+                             &ko->lease_name);
     case OPT_MIG_CONFIGMAP:
-        return split_ns_name("--mig-configmap", arg, &ko->mig_namespace, &ko->mig_configmap);
+        return split_ns_name("--mig-configmap", arg, mig_ns, sizeof(mig_ns), &ko->mig_namespace,
+                             &ko->mig_configmap);
     case OPT_KUBE_QPS:
         if (positive("--kube-qps", arg, 100000, &v) < 0)
             return -EINVAL;
@@ -75,6 +78,11 @@ int server_kube_option(int opt, const char *arg, KubeOptions *ko)
         if (positive("--kube-burst", arg, 100000, &v) < 0)
             return -EINVAL;
         ko->burst = (int)v;
+        return 0;
+    case OPT_MIG_TIMEOUT:
+        if (positive("--mig-timeout-s", arg, 86400, &v) < 0)
+            return -EINVAL;
+        ko->mig_timeout_ms = v * 1000;
         return 0;
     case OPT_KUBE_WRITERS:
         if (positive("--kube-writers", arg, 64, &v) < 0)

@@ -18,6 +18,7 @@ enum {
     OPT_KUBE_QPS,
     OPT_KUBE_BURST,
     OPT_KUBE_WRITERS,
+    OPT_MIG_TIMEOUT,
 };
 
 /* One option into ko; -EINVAL with the message printed. */

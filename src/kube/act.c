@@ -86,7 +86,7 @@ static void collect_ready(const void *node, VISIT v, void *arg)
         return;
     Ready *r = arg;
     KGroup *g = *(KGroup *const *)node;
-    if (g->submitting || g->job || !kgroup_free_pods(g))
+    if (g->submitting || g->job || g->refused || !kgroup_free_pods(g))
         return;
     if (GROW(r->g, r->cap, r->n + 1) == 0)
         r->g[r->n++] = g;
@@ -241,6 +241,7 @@ static void submit_ready(KubeEngine *e)
             e->submitted++;
         } else {
             set_why(g, whys && whys[i] ? whys[i] : "the server refused it");
+            g->refused = true;
             log_info("event=pod_group_refused group=%s reason=\"%s\"", g->key, g->why);
         }
         free(whys ? whys[i] : NULL);
@@ -314,6 +315,7 @@ static void ask_mig(KubeEngine *e, KGroup *g, ServerJob *j)
         free(kn->mig_want);
         kn->mig_want = buf_steal(&name);
         kn->mig_writing = true;
+        kn->mig_since_ms = server_mono_ms();
         KAct a = {.kind = KA_MIG,
                   .node = strdup(e->s->c->nodes[node].name),
                   .text = strdup(kn->mig_want ? kn->mig_want : ""),
@@ -452,6 +454,7 @@ void *kact_main(void *arg)
         if (!e->synced)
             continue;
         submit_ready(e);
+        knodes_check_mig(e, server_mono_ms());
         act_runs(e);
         if (e->cycled) {
             e->cycled = false;

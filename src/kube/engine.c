@@ -25,6 +25,7 @@ void kube_options_defaults(KubeOptions *o)
         .mig_configmap = "gpuorch-mig-parted-config",
         .shared_resource = "nvidia.com/gpu.shared",
         .writers = 4,
+        .mig_timeout_ms = 600 * INT64_C(1000),
     };
     kube_labels_defaults(&o->labels);
 }

@@ -35,6 +35,7 @@ typedef struct KubeOptions {
     const char *mig_namespace;   /* ["gpu-operator"] */
     const char *mig_configmap;   /* ["gpuorch-mig-parted-config"] */
     const char *shared_resource; /* MPS replicas' resource ["nvidia.com/gpu.shared"] */
+    int64_t mig_timeout_ms;      /* a MIG change not done by then has failed [600000] */
     KubeLabels labels;
     double qps; /* the API client's request rate limit, 0: none [0] */
     int burst;

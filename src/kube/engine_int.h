@@ -48,17 +48,20 @@ struct KGroup {
     uint32_t min_member; /* PodGroup: minMember (0: the PodGroup is not known yet) */
     bool submitting;     /* in the actuator's submission under way */
     uint32_t mig_run;    /* the job's run whose MIG layouts were asked for */
+    bool refused;        /* the server refused its pods (why says why): not submitted
+                          * again until a pod joins it */
     char *why;           /* why it is not submitted (its pods' condition), or NULL */
 };
 
 /* A Node object of a GPU node, beside the cluster's node of the same index. */
 typedef struct KNode {
     KubeNode n;
-    bool known;       /* its Node object exists */
-    char *mig_want;   /* the mig.config we set and wait for, NULL: none */
-    uint32_t mig_seq; /* the last layout number written for it */
-    bool mig_writing; /* the config and label are being written */
-    bool mig_failed;  /* the MIG manager failed our last change */
+    bool known;           /* its Node object exists */
+    char *mig_want;       /* the mig.config we set and wait for, NULL: none */
+    uint32_t mig_seq;     /* the last layout number written for it */
+    bool mig_writing;     /* the config and label are being written */
+    bool mig_failed;      /* the MIG manager failed our last change */
+    int64_t mig_since_ms; /* monotonic: when mig_want was asked for */
 } KNode;
 
 typedef enum KActKind {
@@ -141,6 +144,9 @@ KGroup *kgroup_of_job(KubeEngine *e, int64_t job);
 int knode_event(KubeEngine *e, const char *type, json_t *obj);
 int knode_find(KubeEngine *e, const char *name);
 void knodes_open(KubeEngine *e); /* after the first lists: each node's readiness */
+/* The node's MIG change failed (why: how): it takes no work until one succeeds. */
+void knode_mig_failed(KubeEngine *e, uint32_t idx, const char *why);
+void knodes_check_mig(KubeEngine *e, int64_t mono_ms); /* fail changes past the timeout */
 
 /* foreign.c: other schedulers' pods on our nodes, counted as used. */
 int kforeign_event(KubeEngine *e, const char *type, json_t *obj);

@@ -5,6 +5,7 @@
  * from the next start (the next leader). */
 #include "kube/engine_int.h"
 
+#include "core/mig.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -29,6 +30,32 @@ static NodeAway away_of(const KNode *kn)
     return AWAY_NONE;
 }
 
+/* Does the node advertise (allocatable nvidia.com/mig-<profile>) at least the instances
+ * of each profile that its layout in the core holds? */
+static bool advertises_layout(KubeEngine *e, uint32_t idx)
+{
+    const Cluster *c = e->s->c;
+    const Node *n = &c->nodes[idx];
+    const GpuModel *m = node_model(c, n);
+    unsigned want[MIG_MAX_PROFILES] = {0};
+    for (unsigned i = 0; i < n->n_gpus; i++) {
+        const Gpu *g = node_gpu_c(c, n, i);
+        for (unsigned st = 0; g->mode == GPU_MIG && st < MIG_MAX_SLOTS; st++)
+            if (g->mig.profile_at[st] < m->n_profiles)
+                want[g->mig.profile_at[st]]++;
+    }
+    const KubeNode *kn = &e->nodes[idx].n;
+    for (unsigned p = 0; p < m->n_profiles; p++) {
+        unsigned have = 0;
+        for (size_t k = 0; k < kn->n_mig; k++)
+            if (!strcmp(kn->mig[k].profile, m->profiles[p].name))
+                have = kn->mig[k].count;
+        if (have < want[p])
+            return false;
+    }
+    return true;
+}
+
 /* Our MIG change on the node: done (its manager says success for our config), failed,
  * or still under way. */
 static void follow_mig(KubeEngine *e, uint32_t idx, KNode *kn)
@@ -36,6 +63,9 @@ static void follow_mig(KubeEngine *e, uint32_t idx, KNode *kn)
     const KubeNode *n = &kn->n;
     if (!kn->mig_want || kn->mig_writing || !n->mig_config || strcmp(n->mig_config, kn->mig_want))
         return;
+    if (n->mig_state && !strcmp(n->mig_state, "success") && !advertises_layout(e, idx)) {
+        return; /* applied; the device plugin has yet to publish the new devices */
+    }
     if (n->mig_state && !strcmp(n->mig_state, "success")) {
         log_info("event=mig_applied node=%s config=%s", n->name, kn->mig_want);
         free(kn->mig_want);
@@ -88,6 +118,31 @@ int knode_event(KubeEngine *e, const char *type, json_t *obj)
     if (e->synced)
         server_node_ready(e->s, (uint32_t)idx, away_of(kn), server_now_ms());
     return 0;
+}
+
+void knode_mig_failed(KubeEngine *e, uint32_t idx, const char *why)
+{
+    KNode *kn = &e->nodes[idx];
+    log_error("event=mig_failed node=%s config=%s reason=\"%s\" action=node_closed", kn->n.name,
+              kn->mig_want ? kn->mig_want : "?", why);
+    free(kn->mig_want);
+    kn->mig_want = NULL;
+    kn->mig_writing = false;
+    kn->mig_failed = true;
+    e->work = true;
+    if (e->synced)
+        server_node_ready(e->s, idx, away_of(kn), server_now_ms());
+}
+
+/* Changes the MIG manager has not finished in time are failed changes: the node is
+ * closed and the runs waiting for it are requeued, rather than wait for ever. */
+void knodes_check_mig(KubeEngine *e, int64_t mono_ms)
+{
+    for (size_t i = 0; i < e->n_nodes; i++) {
+        KNode *kn = &e->nodes[i];
+        if (kn->mig_want && !kn->mig_writing && mono_ms - kn->mig_since_ms > e->o.mig_timeout_ms)
+            knode_mig_failed(e, (uint32_t)i, "the MIG manager did not finish the change in time");
+    }
 }
 
 void knodes_open(KubeEngine *e)

@@ -328,6 +328,7 @@ int kpod_event(KubeEngine *e, const char *type, json_t *obj)
             return -ENOMEM;
         }
         g->pods[g->n_pods++] = kp;
+        g->refused = false; /* a new pod: the group may make a job now */
         kp->g = g;
         if (p.node)
             kp->bound = true; /* bound before we saw it: a run a restart adopts */

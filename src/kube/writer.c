@@ -225,11 +225,9 @@ static void settle(KubeEngine *e, const KAct *a, long st, const char *msg)
         KNode *kn = &e->nodes[idx];
         kn->mig_writing = false;
         if (st != 200) {
-            log_error("event=mig_write_failed node=%s config=%s status=%ld reason=\"%s\"", a->node,
-                      a->text, st, msg);
-            free(kn->mig_want);
-            kn->mig_want = NULL;
-            kn->mig_failed = true;
+            char why[600];
+            snprintf(why, sizeof(why), "writing the layout failed (HTTP %ld): %s", st, msg);
+            knode_mig_failed(e, (uint32_t)idx, why);
         }
         break;
     }

@@ -594,8 +594,8 @@ static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
     if (status)
         return status;
     /* an engine's jobs run what their pods say: there is no command of ours */
-    int v = admit_job(s->c, &s->learn, js, s->opt.external_nodes ? 0 : ADMIT_NEED_COMMAND, NULL,
-                      err);
+    int v =
+        admit_job(s->c, &s->learn, js, s->opt.external_nodes ? 0 : ADMIT_NEED_COMMAND, NULL, err);
     switch (v) {
     case ADMIT_OK:
         return 0;
