@@ -189,6 +189,9 @@ static int group_spec(KubeEngine *e, KGroup *g, JobSpec *ret)
  * on entry and exit; dropped around the submission. */
 static void submit_ready(KubeEngine *e)
 {
+    if (!e->maybe_ready)
+        return;
+    e->maybe_ready = false;
     Ready rd = {.e = e};
     twalk_r(e->groups_by_key, collect_ready, &rd);
     JobList list = {0};
@@ -236,7 +239,7 @@ static void submit_ready(KubeEngine *e)
         KGroup *g = subs[i];
         g->submitting = false;
         if (ids && ids[i] && (status == 201 || each)) {
-            g->job = ids[i];
+            kgroup_set_job(e, g, ids[i]);
             set_why(g, NULL);
             e->submitted++;
         } else {
@@ -329,6 +332,7 @@ static void ask_mig(KubeEngine *e, KGroup *g, ServerJob *j)
 static void start_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
 {
     ask_mig(e, g, j);
+    size_t placed = 0; /* workers whose pods are bound or being bound */
     for (size_t w = 0; w < j->n_workers; w++) {
         WorkerRun *wr = &j->workers[w];
         if (wr->state != WORKER_ASSIGNED)
@@ -338,8 +342,10 @@ static void start_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
             run_fails(e, g, j, "a pod of the gang went away before it was bound", ch);
             return;
         }
-        if (kp->bound || kp->binding)
+        if (kp->bound || kp->binding) {
+            placed++;
             continue;
+        }
         KNode *kn = &e->nodes[wr->node];
         const char *node = e->s->c->nodes[wr->node].name;
         if (kn->mig_failed) {
@@ -354,9 +360,13 @@ static void start_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
         if (kn->mig_want)
             continue; /* its layout is being applied */
         kp->binding = true;
+        placed++;
         bool resume = j->st.checkpoint && (!kp->resume || strcmp(kp->resume, j->st.checkpoint));
         push_pod(e, resume ? KA_RESUME : KA_BIND, kp, node, resume ? j->st.checkpoint : NULL);
     }
+    /* every worker has its pod: nothing more to do for this run until its pods move */
+    if (placed == j->n_workers)
+        g->bound_run = j->st.run;
 }
 
 static void stop_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
@@ -391,14 +401,34 @@ static void act_runs(KubeEngine *e)
     Server *s = e->s;
     size_t n = s->n_holding;
     int64_t *ids = n ? malloc(n * sizeof(*ids)) : NULL;
-    for (size_t i = 0; ids && i < n; i++)
-        ids[i] = s->holding[i]->st.id;
-    Changes ch = {0};
+    size_t k = 0;
     for (size_t i = 0; ids && i < n; i++) {
+        /* only runs being started or stopped need writes; a started run whose pods are
+         * all bound waits for their phases */
+        const ServerJob *j = s->holding[i];
+        const KGroup *g = j->ext;
+        if (j->st.state == JOB_STOPPING || !g ||
+            (j->st.state == JOB_STARTING && g->bound_run != j->st.run))
+            ids[k++] = j->st.id;
+    }
+    Changes ch = {0};
+    for (size_t i = 0; ids && i < k; i++) {
         ServerJob *j = server_job(s, ids[i]);
         KGroup *g = j ? kgroup_of_job(e, ids[i]) : NULL;
-        if (!g || !j->workers)
+        if (!j || !j->workers)
             continue;
+        if (!g) {
+            /* a run a restart reloaded whose pods are all gone: it cannot go on */
+            for (size_t w = 0; w < j->n_workers; w++)
+                if (!server_worker_ended(&j->workers[w]))
+                    j->workers[w].state = WORKER_GONE;
+            changes_event(&ch, j, server_now_ms(), "lost", "its pods are gone");
+            if (j->st.state != JOB_STOPPING)
+                server_job_stop(s, j, STOP_PREEMPT, true, server_now_ms(), &ch);
+            else
+                server_job_progress(s, j, server_now_ms(), &ch);
+            continue;
+        }
         if (j->st.state == JOB_STARTING)
             start_run(e, g, j, &ch);
         else if (j->st.state == JOB_STOPPING)

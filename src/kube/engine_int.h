@@ -48,6 +48,8 @@ struct KGroup {
     uint32_t min_member; /* PodGroup: minMember (0: the PodGroup is not known yet) */
     bool submitting;     /* in the actuator's submission under way */
     uint32_t mig_run;    /* the job's run whose MIG layouts were asked for */
+    uint32_t bound_run;  /* the job's run whose workers all have their pods bound (or being
+                          * bound): the actuator leaves it to the pods' phases */
     bool refused;        /* the server refused its pods (why says why): not submitted
                           * again until a pod joins it */
     char *why;           /* why it is not submitted (its pods' condition), or NULL */
@@ -104,8 +106,9 @@ struct KubeEngine {
     void *foreign;       /* tsearch tree of what other schedulers' pods hold (foreign.c) */
     KNode *nodes;        /* per cluster node */
     size_t n_nodes;
-    bool synced; /* the first lists are in: nodes may take work */
-    bool work;   /* something for the actuator */
+    bool synced;      /* the first lists are in: nodes may take work */
+    bool maybe_ready; /* a group without a job changed: it may be ready to submit */
+    bool work;        /* something for the actuator */
 
     bool cycled; /* a scheduling cycle ran since the reasons were last written */
 
@@ -139,6 +142,7 @@ size_t kgroup_free_pods(const KGroup *g); /* live pods not bound nor given a ran
 uint32_t kgroup_min_member(KubeEngine *e, KGroup *g); /* 0: its PodGroup is not known */
 void kgroups_free(KubeEngine *e);
 KGroup *kgroup_of_job(KubeEngine *e, int64_t job);
+void kgroup_set_job(KubeEngine *e, KGroup *g, int64_t job); /* links both ways */
 
 /* nodes_watch.c: the Node objects' events (readiness, cordons, MIG state). */
 int knode_event(KubeEngine *e, const char *type, json_t *obj);

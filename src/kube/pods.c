@@ -78,10 +78,16 @@ static ServerJob *group_job(KubeEngine *e, KGroup *g)
 KGroup *kgroup_of_job(KubeEngine *e, int64_t job)
 {
     ServerJob *j = server_job(e->s, job);
-    if (!j || !j->st.name)
-        return NULL;
-    KGroup *g = group_find(e, j->st.name);
+    KGroup *g = j ? j->ext : NULL;
     return g && g->job == job ? g : NULL;
+}
+
+void kgroup_set_job(KubeEngine *e, KGroup *g, int64_t job)
+{
+    ServerJob *j = server_job(e->s, job);
+    g->job = j ? job : 0;
+    if (j)
+        j->ext = g;
 }
 
 static bool pod_live(const KPod *kp)
@@ -132,7 +138,7 @@ static KGroup *group_get(KubeEngine *e, const KubePod *p)
     KJobName kn = {.name = key};
     void **f = tfind(&kn, &e->job_names, kjob_name_cmp);
     if (f)
-        g->job = ((KJobName *)*f)->id;
+        kgroup_set_job(e, g, ((KJobName *)*f)->id);
     return g;
 }
 
@@ -250,8 +256,10 @@ static void group_sync(KubeEngine *e, KGroup *g, Changes *ch)
 {
     ServerJob *j = group_job(e, g);
     e->work = true;
-    if (!j)
+    if (!j) {
+        e->maybe_ready = true; /* it may make a job now */
         return;
+    }
     size_t free_pods = kgroup_free_pods(g), live = 0;
     for (size_t i = 0; i < g->n_pods; i++)
         live += pod_live(g->pods[i]);
@@ -387,6 +395,7 @@ int kpodgroup_event(KubeEngine *e, const char *type, json_t *obj)
     if (g) {
         g->min_member = pg->min_member;
         e->work = true;
+        e->maybe_ready = true;
     }
     return 0;
 }

@@ -115,6 +115,8 @@ typedef struct ServerJob {
     int64_t moved_from_ms;    /* moving: sj.moved_from was charged from then */
     int64_t no_move_until_ms; /* a replacement failed: not moved again before then */
     struct GangCkpt *ckpt;    /* the run's checkpoint reports per rank (checkpoint.h), or NULL */
+    void *ext; /* the record of the engine that drives the job's nodes (the Kubernetes
+                * engine's pod group), or NULL; the engine owns and sets it */
 } ServerJob;
 
 /* Shapes past this many go unmemoised (each job of them is tried every cycle). */
