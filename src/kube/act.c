@@ -332,6 +332,10 @@ static void ask_mig(KubeEngine *e, KGroup *g, ServerJob *j)
 static void start_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
 {
     ask_mig(e, g, j);
+    /* a gang binds whole: none of its pods before every layout it needs is in */
+    bool mig_wait = false;
+    for (size_t w = 0; w < j->n_workers && !mig_wait; w++)
+        mig_wait = e->nodes[j->workers[w].node].mig_want != NULL;
     size_t placed = 0; /* workers whose pods are bound or being bound */
     for (size_t w = 0; w < j->n_workers; w++) {
         WorkerRun *wr = &j->workers[w];
@@ -357,8 +361,8 @@ static void start_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
             run_fails(e, g, j, why, ch);
             return;
         }
-        if (kn->mig_want)
-            continue; /* its layout is being applied */
+        if (mig_wait)
+            continue; /* a layout of the gang is being applied */
         kp->binding = true;
         placed++;
         bool resume = j->st.checkpoint && (!kp->resume || strcmp(kp->resume, j->st.checkpoint));
