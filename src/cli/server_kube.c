@@ -15,19 +15,23 @@
 #include <unistd.h>
 
 static char identity[300];
+/* the namespaces of --lease and --mig-configmap: KubeOptions points into these for as
+ * long as the command runs, and nothing has to free them (a namespace is a DNS label:
+ * at most 63 characters) */
+static char lease_ns[64], mig_ns[64];
 
-static int split_ns_name(const char *flag, const char *arg, const char **ret_ns,
-                         const char **ret_name)
+static int split_ns_name(const char *flag, const char *arg, char *ns, size_t ns_size,
+                         const char **ret_ns, const char **ret_name)
 {
     const char *slash = strchr(arg, '/');
-    if (!slash || slash == arg || !slash[1] || strchr(slash + 1, '/')) {
+    if (!slash || slash == arg || !slash[1] || strchr(slash + 1, '/') ||
+        (size_t)(slash - arg) >= ns_size) {
         fprintf(stderr, "gpuorch server: %s takes NAMESPACE/NAME, not '%s'\n", flag, arg);
         return -EINVAL;
     }
-    char *ns = strndup(arg, (size_t)(slash - arg));
-    if (!ns)
-        return -ENOMEM;
-    *ret_ns = ns; /* lives as long as the command */
+    memcpy(ns, arg, (size_t)(slash - arg));
+    ns[slash - arg] = '\0';
+    *ret_ns = ns;
     *ret_name = slash + 1;
     return 0;
 }
@@ -63,9 +67,11 @@ int server_kube_option(int opt, const char *arg, KubeOptions *ko)
         ko->leader_elect = true;
         return 0;
     case OPT_LEASE:
-        return split_ns_name("--lease", arg, &ko->namespace_, &ko->lease_name);
+        return split_ns_name("--lease", arg, lease_ns, sizeof(lease_ns), &ko->namespace_,
+                             &ko->lease_name);
     case OPT_MIG_CONFIGMAP:
-        return split_ns_name("--mig-configmap", arg, &ko->mig_namespace, &ko->mig_configmap);
+        return split_ns_name("--mig-configmap", arg, mig_ns, sizeof(mig_ns), &ko->mig_namespace,
+                             &ko->mig_configmap);
     case OPT_KUBE_QPS:
         if (positive("--kube-qps", arg, 100000, &v) < 0)
             return -EINVAL;
