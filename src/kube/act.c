@@ -240,8 +240,13 @@ static void submit_ready(KubeEngine *e)
             set_why(g, NULL);
             e->submitted++;
         } else {
-            set_why(g, whys && whys[i] ? whys[i] : "the server refused it");
-            log_info("event=pod_group_refused group=%s reason=\"%s\"", g->key, g->why);
+            /* a refused group is offered again on every pass (its pods or the queue may
+             * change): the log says each refusal once, not once a second */
+            const char *why = whys && whys[i] ? whys[i] : "the server refused it";
+            bool news = !g->why || strcmp(g->why, why);
+            set_why(g, why);
+            if (news)
+                log_info("event=pod_group_refused group=%s reason=\"%s\"", g->key, g->why);
         }
         free(whys ? whys[i] : NULL);
     }
