@@ -322,7 +322,9 @@ static void ask_mig(KubeEngine *e, KGroup *g, ServerJob *j)
         KAct a = {.kind = KA_MIG,
                   .node = strdup(e->s->c->nodes[node].name),
                   .text = strdup(kn->mig_want ? kn->mig_want : ""),
-                  .body = buf_steal(&entry)};
+                  .body = buf_steal(&entry),
+                  .relabel =
+                      !kn->n.mig_config || !kn->mig_want || strcmp(kn->n.mig_config, kn->mig_want)};
         log_info("event=mig_change node=%s config=%s job=%lld", a.node ? a.node : "?",
                  a.text ? a.text : "?", (long long)j->st.id);
         push(e, &a);

@@ -79,6 +79,7 @@ typedef struct KAct {
                            * config name */
     char *body;           /* KA_MIG: the layout, as the config entry's YAML */
     int64_t grace_s;      /* KA_EVICT */
+    bool relabel;         /* KA_MIG: the node's mig.config changes (its state is reset) */
 } KAct;
 
 typedef struct KActQueue {
