@@ -25,6 +25,11 @@ typedef struct KPod {
     char *ckpt;    /* the checkpoint it reported (annotation gpuorch.io/checkpoint) */
     bool seen;     /* in the list under way (a relist drops the pods it does not see) */
     char *resume;  /* its gpuorch.io/resume-from annotation, or NULL */
+    /* bound while no job of ours claims it (an earlier leader with a store of its own
+     * bound it): what it holds, taken out of its node until it ends (pods.c) */
+    bool held;
+    bool held_short; /* its node lacked free what it asks: said once in the log */
+    WorkerAlloc hold;
 } KPod;
 
 /* A server job not over, by name: what a restarted engine finds its groups' jobs by. */

@@ -267,6 +267,90 @@ static void group_sync(KubeEngine *e, KGroup *g, Changes *ch)
     adopt_bound(e, g, j);
 }
 
+/* ---- pods no job of ours claims ---- */
+
+/* What a pod bound by an earlier leader holds on node `node`, from its free capacity:
+ * whole GPUs, a MIG instance of its profile, CPU and memory (a GPU-memory or MPS pod's
+ * share is not in its spec: only its CPU and memory are counted). The device plugin,
+ * not gpuorch, chose which GPUs it has; the first free ones stand for them, which keeps
+ * the node's counts right. False when the node does not have them free. */
+static bool hold_take(const Cluster *c, uint32_t node, const JobSpec *s, WorkerAlloc *ret)
+{
+    const Node *n = &c->nodes[node];
+    WorkerAlloc w = {.node = node};
+    w.cpu_milli = MIN(s->cpu_milli, n->cpu_milli - MIN(n->cpu_milli, n->cpu_used_milli));
+    w.memory_mib = MIN(s->memory_mib, n->memory_mib - MIN(n->memory_mib, n->memory_used_mib));
+    if (s->req == REQ_GPUS) {
+        for (unsigned i = 0; i < n->n_gpus && w.n_grants < s->gpus; i++) {
+            const Gpu *g = node_gpu_c(c, n, i);
+            if (g->mode == GPU_WHOLE && !g->used_units)
+                w.grants[w.n_grants++] = (Grant){.index = (uint8_t)i, .kind = GRANT_WHOLE};
+        }
+        if (w.n_grants < s->gpus)
+            return false;
+    } else if (s->req == REQ_MIG && s->mig) {
+        int prof = catalog_profile_index(node_model(c, n), s->mig);
+        for (unsigned i = 0; i < n->n_gpus && !w.n_grants && prof >= 0; i++) {
+            const Gpu *g = node_gpu_c(c, n, i);
+            for (unsigned st = 0; g->mode == GPU_MIG && st < MIG_MAX_SLOTS && !w.n_grants; st++)
+                if (g->mig.profile_at[st] == prof && !(g->mig_busy & (1u << st)))
+                    w.grants[w.n_grants++] = (Grant){.index = (uint8_t)i,
+                                                     .kind = GRANT_MIG,
+                                                     .mig_profile = (uint8_t)prof,
+                                                     .mig_start = (uint8_t)st};
+        }
+        if (!w.n_grants)
+            return false;
+    }
+    *ret = w;
+    return true;
+}
+
+/* A pod bound to a node of ours that no job of this server claims (an earlier leader,
+ * with a store of its own, bound it; or its job is gone from the store) still holds
+ * GPUs there: they are taken out of the core's view of the node from when the pod is
+ * seen until it ends, goes away (gone) or a job adopts it, so that nothing is placed
+ * onto them. */
+static void pod_hold(KubeEngine *e, KPod *kp, bool gone)
+{
+    bool want = !gone && kp->p.node && kp->rank < 0 && kp->p.phase != POD_SUCCEEDED &&
+                kp->p.phase != POD_FAILED;
+    if (want == kp->held)
+        return;
+    Cluster *c = e->s->c;
+    if (!want) {
+        cluster_release_worker(c, &kp->hold);
+        kp->held = false;
+        server_kick(e->s);
+        return;
+    }
+    int node = cluster_find_node(c, kp->p.node);
+    if (node < 0)
+        return; /* not a GPU node of the cluster */
+    WorkerAlloc w;
+    if (!hold_take(c, (uint32_t)node, &kp->p.spec, &w)) {
+        if (!kp->held_short)
+            log_error("event=pod_overlaps pod=%s/%s node=%s reason=\"bound by no job of ours, "
+                      "it asks for what the node's jobs hold\"",
+                      kp->p.ns, kp->p.name, kp->p.node);
+        kp->held_short = true;
+        return;
+    }
+    cluster_apply_worker(c, &w);
+    kp->hold = w;
+    kp->held = true;
+    e->s->dirty = true;
+    log_info("event=pod_held pod=%s/%s node=%s gpus=%u reason=\"bound by no job of ours: "
+             "what it holds is not placed onto\"",
+             kp->p.ns, kp->p.name, kp->p.node, (unsigned)w.n_grants);
+}
+
+static void group_hold(KubeEngine *e, KGroup *g)
+{
+    for (size_t i = 0; i < g->n_pods; i++)
+        pod_hold(e, g->pods[i], false);
+}
+
 static void pod_take(KubeEngine *e, KPod *kp, KubePod *p)
 {
     kube_pod_free(&kp->p);
@@ -298,13 +382,16 @@ int kpod_event(KubeEngine *e, const char *type, json_t *obj)
         if (kp) {
             pod_take(e, kp, &p);
             pod_progress(e, kp, true, &ch);
+            pod_hold(e, kp, true);
             KGroup *g = kp->g;
             tdelete(kp, &e->pods_by_uid, cmp_pod);
             if (g)
                 group_drop_pod(g, kp);
             pod_free_mem(kp);
-            if (g)
+            if (g) {
                 group_sync(e, g, &ch);
+                group_hold(e, g);
+            }
         }
         kube_pod_free(&p);
         server_commit(e->s, &ch);
@@ -343,6 +430,7 @@ int kpod_event(KubeEngine *e, const char *type, json_t *obj)
     }
     group_sync(e, kp->g, &ch);
     pod_progress(e, kp, false, &ch);
+    group_hold(e, kp->g);
     server_commit(e->s, &ch);
     changes_free(&ch);
     return 0;
@@ -453,13 +541,16 @@ void kpods_relist_end(KubeEngine *e)
         /* gone while we were not watching: as if its DELETED event came */
         KPod *kp = u.pods[i];
         pod_progress(e, kp, true, &ch);
+        pod_hold(e, kp, true);
         KGroup *g = kp->g;
         tdelete(kp, &e->pods_by_uid, cmp_pod);
         if (g)
             group_drop_pod(g, kp);
         pod_free_mem(kp);
-        if (g)
+        if (g) {
             group_sync(e, g, &ch);
+            group_hold(e, g);
+        }
     }
     server_commit(e->s, &ch);
     changes_free(&ch);
