@@ -14,20 +14,23 @@
 #include <string.h>
 #include <unistd.h>
 
-static char identity[300], lease_ns[254], mig_ns[254];
+static char identity[300];
+/* the namespaces of --lease and --mig-configmap: KubeOptions points into these for as
+ * long as the command runs, and nothing has to free them (a namespace is a DNS label:
+ * at most 63 characters) */
+static char lease_ns[64], mig_ns[64];
 
-/* NAMESPACE/NAME into the two halves; the namespace is copied into ns (the options
- * point into it as long as the command runs). */
-static int split_ns_name(const char *flag, const char *arg, char *ns, size_t ns_len,
+static int split_ns_name(const char *flag, const char *arg, char *ns, size_t ns_size,
                          const char **ret_ns, const char **ret_name)
 {
     const char *slash = strchr(arg, '/');
     if (!slash || slash == arg || !slash[1] || strchr(slash + 1, '/') ||
-        (size_t)(slash - arg) >= ns_len) {
+        (size_t)(slash - arg) >= ns_size) {
         fprintf(stderr, "gpuorch server: %s takes NAMESPACE/NAME, not '%s'\n", flag, arg);
         return -EINVAL;
     }
-    snprintf(ns, ns_len, "%.*s", (int)(slash - arg), arg);
+    memcpy(ns, arg, (size_t)(slash - arg));
+    ns[slash - arg] = '\0';
     *ret_ns = ns;
     *ret_name = slash + 1;
     return 0;

@@ -243,9 +243,14 @@ static void submit_ready(KubeEngine *e)
             set_why(g, NULL);
             e->submitted++;
         } else {
-            set_why(g, whys && whys[i] ? whys[i] : "the server refused it");
+            /* refused: not offered again until a pod joins the group; the log says each
+             * refusal once */
+            const char *why = whys && whys[i] ? whys[i] : "the server refused it";
+            bool news = !g->why || strcmp(g->why, why);
+            set_why(g, why);
             g->refused = true;
-            log_info("event=pod_group_refused group=%s reason=\"%s\"", g->key, g->why);
+            if (news)
+                log_info("event=pod_group_refused group=%s reason=\"%s\"", g->key, g->why);
         }
         free(whys ? whys[i] : NULL);
     }
@@ -322,7 +327,9 @@ static void ask_mig(KubeEngine *e, KGroup *g, ServerJob *j)
         KAct a = {.kind = KA_MIG,
                   .node = strdup(e->s->c->nodes[node].name),
                   .text = strdup(kn->mig_want ? kn->mig_want : ""),
-                  .body = buf_steal(&entry)};
+                  .body = buf_steal(&entry),
+                  .relabel =
+                      !kn->n.mig_config || !kn->mig_want || strcmp(kn->n.mig_config, kn->mig_want)};
         log_info("event=mig_change node=%s config=%s job=%lld", a.node ? a.node : "?",
                  a.text ? a.text : "?", (long long)j->st.id);
         push(e, &a);

@@ -243,11 +243,20 @@ typedef struct Watch {
     /* a relist drops the objects it does not see: these mark and sweep (or NULL) */
     void (*relist_begin)(KubeEngine *e);
     void (*relist_end)(KubeEngine *e);
+    /* when the watch (or list) first failed since it last delivered, 0: it delivers;
+     * the first event after a failure says the watch is back, so that the log of an API
+     * server outage has its end */
+    int64_t failed_ms;
 } Watch;
 
 static int on_event(void *arg, const char *type, json_t *obj)
 {
     Watch *w = arg;
+    if (w->failed_ms) {
+        log_info("event=watch_resumed what=%s down_ms=%lld", w->what,
+                 (long long)(server_mono_ms() - w->failed_ms));
+        w->failed_ms = 0;
+    }
     if (!strcmp(type, "BOOKMARK") || !strcmp(type, "ERROR"))
         return 0;
     pthread_mutex_lock(&w->e->s->lock);
@@ -302,6 +311,8 @@ static void *watch_main(void *arg)
             stale = true;
             backoff = 0;
         } else if (r < 0 && !e->stop) {
+            if (!w->failed_ms)
+                w->failed_ms = server_mono_ms();
             /* the API server restarting or unreachable: watch again from where we were */
             log_error("event=watch_failed what=%s error=\"%s\" retry_s=%d", w->what, buf_str(&err),
                       1 << backoff);

@@ -25,6 +25,11 @@ typedef struct KPod {
     char *ckpt;    /* the checkpoint it reported (annotation gpuorch.io/checkpoint) */
     bool seen;     /* in the list under way (a relist drops the pods it does not see) */
     char *resume;  /* its gpuorch.io/resume-from annotation, or NULL */
+    /* bound while no job of ours claims it (an earlier leader with a store of its own
+     * bound it): what it holds, taken out of its node until it ends (pods.c) */
+    bool held;
+    bool held_short; /* its node lacked free what it asks: said once in the log */
+    WorkerAlloc hold;
 } KPod;
 
 /* A server job not over, by name: what a restarted engine finds its groups' jobs by. */
@@ -84,6 +89,7 @@ typedef struct KAct {
                            * config name */
     char *body;           /* KA_MIG: the layout, as the config entry's YAML */
     int64_t grace_s;      /* KA_EVICT */
+    bool relabel;         /* KA_MIG: the node's mig.config changes (its state is reset) */
 } KAct;
 
 typedef struct KActQueue {
@@ -152,7 +158,13 @@ void knodes_open(KubeEngine *e); /* after the first lists: each node's readiness
 void knode_mig_failed(KubeEngine *e, uint32_t idx, const char *why);
 void knodes_check_mig(KubeEngine *e, int64_t mono_ms); /* fail changes past the timeout */
 
-/* foreign.c: other schedulers' pods on our nodes, counted as used. */
+/* foreign.c: other schedulers' pods on our nodes, counted as used. khold_take: what a
+ * pod that is not ours (another scheduler's, or one an earlier leader bound) holds on
+ * the node, taken from its free capacity: whole GPUs, a MIG instance of its profile,
+ * CPU and memory (the first free GPUs stand for the ones the device plugin chose, which
+ * keeps the node's counts right; a GPU-memory or MPS pod's share is not in its spec).
+ * False when the node does not have them free. */
+bool khold_take(const Cluster *c, uint32_t node, const JobSpec *s, WorkerAlloc *ret);
 int kforeign_event(KubeEngine *e, const char *type, json_t *obj);
 void kforeign_relist_begin(KubeEngine *e);
 void kforeign_relist_end(KubeEngine *e);

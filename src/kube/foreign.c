@@ -26,15 +26,13 @@ static int cmp_foreign(const void *a, const void *b)
     return strcmp(((const KForeign *)a)->uid, ((const KForeign *)b)->uid);
 }
 
-/* What the pod holds on node `node`, from the node's free capacity. False when the node
- * does not have it free (gpuorch placed there first: reported by the caller). */
-static bool take(const Cluster *c, uint32_t node, const KubePod *p, WorkerAlloc *ret)
+/* What a pod that is not ours holds on node `node` (kube/engine_int.h). */
+bool khold_take(const Cluster *c, uint32_t node, const JobSpec *s, WorkerAlloc *ret)
 {
     const Node *n = &c->nodes[node];
     WorkerAlloc w = {.node = node};
-    w.cpu_milli = MIN(p->spec.cpu_milli, n->cpu_milli - MIN(n->cpu_milli, n->cpu_used_milli));
-    w.memory_mib = MIN(p->spec.memory_mib, n->memory_mib - MIN(n->memory_mib, n->memory_used_mib));
-    const JobSpec *s = &p->spec;
+    w.cpu_milli = MIN(s->cpu_milli, n->cpu_milli - MIN(n->cpu_milli, n->cpu_used_milli));
+    w.memory_mib = MIN(s->memory_mib, n->memory_mib - MIN(n->memory_mib, n->memory_used_mib));
     if (s->req == REQ_GPUS) {
         for (unsigned i = 0; i < n->n_gpus && w.n_grants < s->gpus; i++) {
             const Gpu *g = node_gpu_c(c, n, i);
@@ -96,7 +94,7 @@ int kforeign_event(KubeEngine *e, const char *type, json_t *obj)
         kf->seen = true;
     } else if (node >= 0 && (size_t)node < e->n_nodes) {
         WorkerAlloc w;
-        if (!take(e->s->c, (uint32_t)node, &p, &w)) {
+        if (!khold_take(e->s->c, (uint32_t)node, &p.spec, &w)) {
             log_error("event=foreign_pod_over_commits pod=%s/%s node=%s scheduler=%s "
                       "reason=\"what it asks is not free in gpuorch's view of the node\"",
                       p.ns, p.name, p.node, p.scheduler ? p.scheduler : "?");

@@ -275,6 +275,53 @@ static void group_sync(KubeEngine *e, KGroup *g, Changes *ch)
     adopt_bound(e, g, j);
 }
 
+/* ---- pods no job of ours claims ---- */
+
+/* A pod bound to a node of ours that no job of this server claims (an earlier leader,
+ * with a store of its own, bound it; or its job is gone from the store) still holds
+ * GPUs there: they are taken out of the core's view of the node from when the pod is
+ * seen until it ends, goes away (gone) or a job adopts it, so that nothing is placed
+ * onto them. */
+static void pod_hold(KubeEngine *e, KPod *kp, bool gone)
+{
+    bool want = !gone && kp->p.node && kp->rank < 0 && kp->p.phase != POD_SUCCEEDED &&
+                kp->p.phase != POD_FAILED;
+    if (want == kp->held)
+        return;
+    Cluster *c = e->s->c;
+    if (!want) {
+        cluster_release_worker(c, &kp->hold);
+        kp->held = false;
+        server_kick(e->s);
+        return;
+    }
+    int node = cluster_find_node(c, kp->p.node);
+    if (node < 0)
+        return; /* not a GPU node of the cluster */
+    WorkerAlloc w;
+    if (!khold_take(c, (uint32_t)node, &kp->p.spec, &w)) {
+        if (!kp->held_short)
+            log_error("event=pod_overlaps pod=%s/%s node=%s reason=\"bound by no job of ours, "
+                      "it asks for what the node's jobs hold\"",
+                      kp->p.ns, kp->p.name, kp->p.node);
+        kp->held_short = true;
+        return;
+    }
+    cluster_apply_worker(c, &w);
+    kp->hold = w;
+    kp->held = true;
+    e->s->dirty = true;
+    log_info("event=pod_held pod=%s/%s node=%s gpus=%u reason=\"bound by no job of ours: "
+             "what it holds is not placed onto\"",
+             kp->p.ns, kp->p.name, kp->p.node, (unsigned)w.n_grants);
+}
+
+static void group_hold(KubeEngine *e, KGroup *g)
+{
+    for (size_t i = 0; i < g->n_pods; i++)
+        pod_hold(e, g->pods[i], false);
+}
+
 static void pod_take(KubeEngine *e, KPod *kp, KubePod *p)
 {
     kube_pod_free(&kp->p);
@@ -306,13 +353,16 @@ int kpod_event(KubeEngine *e, const char *type, json_t *obj)
         if (kp) {
             pod_take(e, kp, &p);
             pod_progress(e, kp, true, &ch);
+            pod_hold(e, kp, true);
             KGroup *g = kp->g;
             tdelete(kp, &e->pods_by_uid, cmp_pod);
             if (g)
                 group_drop_pod(g, kp);
             pod_free_mem(kp);
-            if (g)
+            if (g) {
                 group_sync(e, g, &ch);
+                group_hold(e, g);
+            }
         }
         kube_pod_free(&p);
         server_commit(e->s, &ch);
@@ -352,6 +402,7 @@ int kpod_event(KubeEngine *e, const char *type, json_t *obj)
     }
     group_sync(e, kp->g, &ch);
     pod_progress(e, kp, false, &ch);
+    group_hold(e, kp->g);
     server_commit(e->s, &ch);
     changes_free(&ch);
     return 0;
@@ -463,13 +514,16 @@ void kpods_relist_end(KubeEngine *e)
         /* gone while we were not watching: as if its DELETED event came */
         KPod *kp = u.pods[i];
         pod_progress(e, kp, true, &ch);
+        pod_hold(e, kp, true);
         KGroup *g = kp->g;
         tdelete(kp, &e->pods_by_uid, cmp_pod);
         if (g)
             group_drop_pod(g, kp);
         pod_free_mem(kp);
-        if (g)
+        if (g) {
             group_sync(e, g, &ch);
+            group_hold(e, g);
+        }
     }
     server_commit(e->s, &ch);
     changes_free(&ch);

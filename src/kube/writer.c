@@ -158,6 +158,15 @@ static long do_mig(KubeEngine *e, KubeApi *api, const KAct *a, Buf *msg)
     Buf p = {0};
     buf_printf(&p, "/api/v1/nodes/%s", a->node);
     json_t *b = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "nvidia.com/mig.config", a->text);
+    /* Until the MIG manager takes up the new config, the node's mig.config.state is
+     * still the previous change's: a "success" next to our config name would read as
+     * our layout being in place, and the pods would be bound before it is. pending,
+     * written with the name, is what the manager itself says first; a success or
+     * failure after it is its answer to this change. (A name that does not change
+     * starts nothing: its state stands.) */
+    if (a->relabel)
+        json_object_set_new(json_object_get(json_object_get(b, "metadata"), "labels"),
+                            "nvidia.com/mig.config.state", json_string("pending"));
     long st = call(api, "PATCH", buf_str(&p), "application/merge-patch+json", b, msg);
     buf_free(&p);
     return st;

@@ -43,8 +43,10 @@ the named config: allocatable (and capacity) nvidia.com/gpu becomes the number o
 not MIG-enabled, nvidia.com/mig-<profile> the number of instances of each profile,
 the mixed-strategy labels nvidia.com/mig-<profile>.count follow, stale ones are
 removed, and the state becomes success (the mixed strategy's resources whatever
-nvidia.com/mig.strategy says). A config it cannot find or apply, or one named by
---fail-mig, ends in state failed (allocatable unchanged). What it last applied to a
+nvidia.com/mig.strategy says). A config it cannot find or apply, one named by
+--fail-mig, or one whose name starts with a --fail-mig-prefix (gpuorch's names are
+`gpuorch-<hash>`, unknown in advance: --fail-mig-prefix gpuorch- fails all of them),
+ends in state failed (allocatable unchanged). What it last applied to a
 node (or failed to) it notes in the node's annotation fake.gpuorch.io/mig-applied
 (create sets all-disabled), so a label changed while it was not running is applied
 when it starts.
@@ -1104,6 +1106,8 @@ class MigManager:
             return  # changed again meanwhile: the worker takes the newer one
         if cfg in self.args.fail_mig:
             return self._fail(name, cfg, "--fail-mig")
+        if any(cfg.startswith(p) for p in self.args.fail_mig_prefix):
+            return self._fail(name, cfg, "--fail-mig-prefix")
         if self.args.mig_require_idle:
             n = self.kubelet.gpu_pods_on(name)
             if n:
@@ -1224,6 +1228,7 @@ def main(argv=None):
     r.add_argument("--max-grace", type=float, default=3.0, help="termination grace cap, s (default 3)")
     r.add_argument("--mig-delay", type=float, default=1.0, help="seconds a MIG change takes (default 1)")
     r.add_argument("--fail-mig", action="append", default=[], help="a config name whose change fails (repeatable)")
+    r.add_argument("--fail-mig-prefix", action="append", default=[], help="fail every config whose name starts so (repeatable)")
     r.add_argument("--mig-require-idle", action="store_true", help="fail a MIG change while GPU pods are on the node")
     r.add_argument("--mig-configmap", default="gpu-operator/default-mig-parted-config", help="NS/NAME of the mig-parted config")
     r.add_argument("--mig-config-key", default="config.yaml", help="its key (default config.yaml)")

@@ -9,6 +9,8 @@
 #                            logs, certificates, tokens and kubeconfigs; removed on exit
 #   kube_down                stop it (every process by PID) and remove DIR; runs on EXIT
 #   kube_restart_apiserver   SIGKILL the API server, start it again on the same port
+#   kube_own PID             a process the test started (a gpuorch server): kube_down
+#                            stops it first, so that a failed test leaves none behind
 #   kctl ARGS...             kubectl as the admin, version-skew warnings filtered out
 #   kctl_as KUBECONFIG ARGS  the same with another kubeconfig ("$KUBE_GPUORCH")
 #   kube_api TOKEN METHOD PATH [BODY [CONTENT_TYPE]]   curl; body in $T/out, KSTATUS
@@ -24,7 +26,10 @@
 #   KUBE_API=https://127.0.0.1:PORT   KUBE_ADMIN=DIR/admin.kubeconfig (system:masters)
 #   KUBE_GPUORCH=DIR/gpuorch.kubeconfig (token user `gpuorch`, no groups: only the RBAC
 #   bound to it applies; tests/kube/rbac-test-user.yaml binds the ClusterRole gpuorch)
-#   KUBE_ADMIN_TOKEN, KUBE_GPUORCH_TOKEN   KUBE_BIN (the binaries)   KUBE_UP_S (seconds)
+#   KUBE_NOBIND=DIR/nobind.kubeconfig (token user `gpuorch-nobind`, no groups and no
+#   RBAC until a test binds some: for a ClusterRole that lacks a verb)
+#   KUBE_ADMIN_TOKEN, KUBE_GPUORCH_TOKEN, KUBE_NOBIND_TOKEN   KUBE_BIN (the binaries)
+#   KUBE_UP_S (seconds)
 # The kubeconfigs are plain YAML (server, insecure-skip-tls-verify, token).
 #
 # The binaries come from tools/k8s-control-plane.sh (a build of 10-15 minutes the first
@@ -39,6 +44,7 @@ KUBE_ROOT=$(cd "$KUBE_TESTS/../.." && pwd)
 
 KUBE_DIR=""
 KUBE_PIDS=""
+KUBE_OWN_PIDS=""
 KUBE_ETCD_PID=""
 KUBE_APISERVER_PID=""
 KUBE_CM_PID=""
@@ -224,15 +230,20 @@ kube_up() {
     openssl rsa -in "$KUBE_DIR/sa.key" -pubout -out "$KUBE_DIR/sa.pub" 2>/dev/null || fail "openssl rsa"
     KUBE_ADMIN_TOKEN=$(openssl rand -hex 16)
     KUBE_GPUORCH_TOKEN=$(openssl rand -hex 16)
+    KUBE_NOBIND_TOKEN=$(openssl rand -hex 16)
     {
         echo "$KUBE_ADMIN_TOKEN,admin,uid-admin,\"system:masters\""
         echo "$KUBE_GPUORCH_TOKEN,gpuorch,uid-gpuorch"
+        echo "$KUBE_NOBIND_TOKEN,gpuorch-nobind,uid-gpuorch-nobind"
     } >"$KUBE_DIR/tokens.csv"
     KUBE_ADMIN=$KUBE_DIR/admin.kubeconfig
     KUBE_GPUORCH=$KUBE_DIR/gpuorch.kubeconfig
+    KUBE_NOBIND=$KUBE_DIR/nobind.kubeconfig
     kube_kubeconfig "$KUBE_ADMIN" admin "$KUBE_ADMIN_TOKEN"
     kube_kubeconfig "$KUBE_GPUORCH" gpuorch "$KUBE_GPUORCH_TOKEN"
-    export KUBE_API KUBE_ADMIN KUBE_GPUORCH KUBE_ADMIN_TOKEN KUBE_GPUORCH_TOKEN KUBE_BIN
+    kube_kubeconfig "$KUBE_NOBIND" gpuorch-nobind "$KUBE_NOBIND_TOKEN"
+    export KUBE_API KUBE_ADMIN KUBE_GPUORCH KUBE_NOBIND KUBE_ADMIN_TOKEN KUBE_GPUORCH_TOKEN \
+        KUBE_NOBIND_TOKEN KUBE_BIN
 
     kube_wait_http "http://127.0.0.1:$KUBE_ETCD_PORT/health" 30 ||
         kube_log_fail "$KUBE_DIR/etcd.log" "etcd did not answer on 127.0.0.1:$KUBE_ETCD_PORT in 30 s"
@@ -260,10 +271,16 @@ kube_restart_apiserver() {
     kube_wait_apiserver
 }
 
+# kube_own PID: kube_down stops it (SIGTERM, SIGKILL after 3 s) before the control plane.
+kube_own() {
+    KUBE_OWN_PIDS="$KUBE_OWN_PIDS $1"
+}
+
 # kube_down: the controller manager and the API server first (SIGKILL after 5 s: the
 # 1.20 API server can take over 10 s to drain), then etcd; then the data.
 kube_down() {
-    for p in $FAKE_NODE_PIDS; do kube_stop "$p" 3; done
+    for p in $KUBE_OWN_PIDS $FAKE_NODE_PIDS; do kube_stop "$p" 3; done
+    KUBE_OWN_PIDS=""
     FAKE_NODE_PIDS=""
     [ -n "$KUBE_DIR" ] || return 0
     for p in $KUBE_CM_PID $KUBE_APISERVER_PID; do kill -TERM "$p" 2>/dev/null || true; done
