@@ -140,6 +140,8 @@ struct KubeEngine {
 
 /* pods.c: the pods' and PodGroups' events, and what they mean for the server's jobs. */
 KPod *kpod_find(KubeEngine *e, const char *uid);
+/* A pod of an event: 1 read into ret, 0 not a pod (skipped), -ENOMEM. */
+int kpod_read(KubeEngine *e, json_t *obj, KubePod *ret);
 int kpod_event(KubeEngine *e, const char *type, json_t *obj);
 int kpodgroup_event(KubeEngine *e, const char *type, json_t *obj);
 void kpods_relist_begin(KubeEngine *e);   /* a relist of every pod begins */

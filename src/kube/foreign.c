@@ -71,11 +71,9 @@ static void release(KubeEngine *e, KForeign *f)
 int kforeign_event(KubeEngine *e, const char *type, json_t *obj)
 {
     KubePod p;
-    Buf why = {0};
-    int r = kube_pod_parse(obj, e->o.shared_resource, &p, &why);
-    buf_free(&why);
-    if (r < 0)
-        return r == -ENOMEM ? r : 0;
+    int r = kpod_read(e, obj, &p);
+    if (r <= 0)
+        return r;
     KForeign k = {.uid = p.uid};
     void **f = tfind(&k, &e->foreign, cmp_foreign);
     KForeign *kf = f ? *f : NULL;

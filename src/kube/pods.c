@@ -331,6 +331,30 @@ static void pod_take(KubeEngine *e, KPod *kp, KubePod *p)
     kp->seen = true;
 }
 
+/* The pod is gone (deleted, or not in a relist): its worker ends, and it is forgotten. */
+static void pod_gone(KubeEngine *e, KPod *kp, Changes *ch)
+{
+    pod_progress(e, kp, true, ch);
+    pod_hold(e, kp, true);
+    KGroup *g = kp->g;
+    tdelete(kp, &e->pods_by_uid, cmp_pod);
+    if (g)
+        group_drop_pod(g, kp);
+    pod_free_mem(kp);
+    if (g) {
+        group_sync(e, g, ch);
+        group_hold(e, g);
+    }
+}
+
+int kpod_read(KubeEngine *e, json_t *obj, KubePod *ret)
+{
+    Buf why = {0};
+    int r = kube_pod_parse(obj, e->o.shared_resource, ret, &why);
+    buf_free(&why);
+    return r == -ENOMEM ? r : r == 0;
+}
+
 int kjob_name_cmp(const void *a, const void *b)
 {
     return strcmp(((const KJobName *)a)->name, ((const KJobName *)b)->name);
@@ -339,11 +363,9 @@ int kjob_name_cmp(const void *a, const void *b)
 int kpod_event(KubeEngine *e, const char *type, json_t *obj)
 {
     KubePod p;
-    Buf why = {0};
-    int r = kube_pod_parse(obj, e->o.shared_resource, &p, &why);
-    buf_free(&why);
-    if (r < 0)
-        return r == -ENOMEM ? r : 0;
+    int r = kpod_read(e, obj, &p);
+    if (r <= 0)
+        return r;
     json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
     const char *ckpt = json_string_value(json_object_get(ann, KUBE_ANN_CHECKPOINT));
     const char *resume = json_string_value(json_object_get(ann, KUBE_ANN_RESUME_FROM));
@@ -352,17 +374,7 @@ int kpod_event(KubeEngine *e, const char *type, json_t *obj)
     if (!strcmp(type, "DELETED")) {
         if (kp) {
             pod_take(e, kp, &p);
-            pod_progress(e, kp, true, &ch);
-            pod_hold(e, kp, true);
-            KGroup *g = kp->g;
-            tdelete(kp, &e->pods_by_uid, cmp_pod);
-            if (g)
-                group_drop_pod(g, kp);
-            pod_free_mem(kp);
-            if (g) {
-                group_sync(e, g, &ch);
-                group_hold(e, g);
-            }
+            pod_gone(e, kp, &ch);
         }
         kube_pod_free(&p);
         server_commit(e->s, &ch);
@@ -513,17 +525,7 @@ void kpods_relist_end(KubeEngine *e)
     for (size_t i = 0; i < u.n; i++) {
         /* gone while we were not watching: as if its DELETED event came */
         KPod *kp = u.pods[i];
-        pod_progress(e, kp, true, &ch);
-        pod_hold(e, kp, true);
-        KGroup *g = kp->g;
-        tdelete(kp, &e->pods_by_uid, cmp_pod);
-        if (g)
-            group_drop_pod(g, kp);
-        pod_free_mem(kp);
-        if (g) {
-            group_sync(e, g, &ch);
-            group_hold(e, g);
-        }
+        pod_gone(e, kp, &ch);
     }
     server_commit(e->s, &ch);
     changes_free(&ch);
