@@ -3,6 +3,7 @@
  * span (NodeState.span_id); nodespan_update is called where a node's liveness or
  * presence changes, and the tick catches any change made elsewhere within one tick. */
 #include "server/nodespan.h"
+#include "util/macro.h"
 
 #include "util/log.h"
 
@@ -74,6 +75,10 @@ void nodespan_update(Server *s, uint32_t node, int64_t now_ms)
 {
     if (!s->store || !s->nodes)
         return;
+    /* a span's edges are the moments they become durable, never earlier (a caller's
+     * now_ms may be from before it waited for the lock): a report of a window that has
+     * ended then never changes when a late edge is written into it */
+    now_ms = MAX(now_ms, server_now_ms());
     const char *basis = nodespan_basis(s, node);
     if (basis && !s->nodes[node].span_id)
         span_open(s, node, basis, now_ms);
