@@ -394,7 +394,9 @@ static void act_runs(KubeEngine *e)
     Changes ch = {0};
     for (size_t i = 0; ids && i < n; i++) {
         ServerJob *j = server_job(s, ids[i]);
-        KGroup *g = j ? kgroup_of_job(e, ids[i]) : NULL;
+        if (!j || (j->st.state != JOB_STARTING && j->st.state != JOB_STOPPING))
+            continue; /* running: nothing to do, and most jobs that hold GPUs run */
+        KGroup *g = kgroup_of_job(e, ids[i]);
         if (!g || !j->workers)
             continue;
         if (j->st.state == JOB_STARTING)

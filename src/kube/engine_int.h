@@ -96,9 +96,12 @@ struct KubeEngine {
     /* everything below: s->lock */
     void *pods_by_uid;   /* tsearch tree of KPod */
     void *groups_by_key; /* tsearch tree of KGroup */
-    void *pod_groups;    /* tsearch tree of KPodGroup: minMember of the PodGroups seen */
-    void *job_names;     /* tsearch tree of KJobName, built at start */
-    KNode *nodes;        /* per cluster node */
+    KGroup **by_job;     /* kgroup_of_job's cache, by job id (groups live as long as the
+                          * engine: an entry is right when its group's job is still that id) */
+    size_t by_job_cap;
+    void *pod_groups; /* tsearch tree of KPodGroup: minMember of the PodGroups seen */
+    void *job_names;  /* tsearch tree of KJobName, built at start */
+    KNode *nodes;     /* per cluster node */
     size_t n_nodes;
     bool synced; /* the first lists are in: nodes may take work */
     bool work;   /* something for the actuator */

@@ -75,13 +75,24 @@ static ServerJob *group_job(KubeEngine *e, KGroup *g)
     return NULL;
 }
 
+/* Called for every job that holds an allocation on every pass of the actuator: by its
+ * id in the cache, by its name in the tree only the first time. */
 KGroup *kgroup_of_job(KubeEngine *e, int64_t job)
 {
+    if (job > 0 && (size_t)job < e->by_job_cap && e->by_job[job] && e->by_job[job]->job == job)
+        return e->by_job[job];
     ServerJob *j = server_job(e->s, job);
     if (!j || !j->st.name)
         return NULL;
     KGroup *g = group_find(e, j->st.name);
-    return g && g->job == job ? g : NULL;
+    if (!g || g->job != job)
+        return NULL;
+    size_t had = e->by_job_cap;
+    if (GROW(e->by_job, e->by_job_cap, (size_t)job + 1) == 0) {
+        memset(e->by_job + had, 0, (e->by_job_cap - had) * sizeof(*e->by_job));
+        e->by_job[job] = g;
+    }
+    return g;
 }
 
 static bool pod_live(const KPod *kp)
@@ -472,6 +483,9 @@ void kgroups_free(KubeEngine *e)
     e->pods_by_uid = NULL;
     tdestroy(e->groups_by_key, free_group_node);
     e->groups_by_key = NULL;
+    free(e->by_job);
+    e->by_job = NULL;
+    e->by_job_cap = 0;
     tdestroy(e->pod_groups, free_pg_node);
     e->pod_groups = NULL;
 }
