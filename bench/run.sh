@@ -9,6 +9,10 @@
 #      second and submit-to-start latency;
 #   6. procurement tiers (bench/tiers.sh): a simulated week on reserved, spot and
 #      on-demand pools against the same capacity all on demand;
+#   7. on Kubernetes (bench/kube.sh): gpuorch beside the real kube-scheduler on one
+#      control plane, 10,000 pending GPU pods on 1,000 and 5,000 fake nodes (skipped
+#      with GPUORCH_BENCH_KUBE=0 or without the control-plane binaries; other sizes with
+#      GPUORCH_BENCH_KUBE_ARGS="--nodes 100 --pods 500");
 #   and how long the simulations take.
 # Parts that need ../shared/traces say so in the results and are skipped when absent.
 set -eu
@@ -211,4 +215,22 @@ echo "bench: the running system through its API" >&2
 sh bench/api.sh "$BUILD" "$OUT"
 echo "bench: procurement tiers" >&2
 sh bench/tiers.sh "$BIN" "$OUT" "$PHILLY"
+K7="## 7. Kubernetes: gpuorch beside kube-scheduler"
+if [ "${GPUORCH_BENCH_KUBE:-1}" = 0 ]; then
+    printf '%s\n\nSkipped: GPUORCH_BENCH_KUBE=0.\n\n' "$K7" >>"$OUT"
+elif ! tools/k8s-control-plane.sh >/dev/null 2>"$TMP/k8s.err"; then
+    printf '%s\n\nSkipped: no Kubernetes control plane on this machine (tools/k8s-control-plane.sh: %s).\n\n' \
+        "$K7" "$(tail -n 1 "$TMP/k8s.err")" >>"$OUT"
+else
+    echo "bench: Kubernetes, gpuorch beside kube-scheduler (bench/kube.sh, about 10 minutes)" >&2
+    # shellcheck disable=SC2086 # GPUORCH_BENCH_KUBE_ARGS: more options (--nodes 100 --pods 500)
+    if sh bench/kube.sh --build "$BUILD" ${GPUORCH_BENCH_KUBE_ARGS:-} --out "$TMP/kube.md" 2>"$TMP/kube.err"; then
+        cat "$TMP/kube.md" >>"$OUT"
+    else
+        rc=$?
+        cat "$TMP/kube.err" >&2
+        printf '%s\n\nFailed: `bench/kube.sh --build %s` exited %s; its last lines:\n\n```\n%s\n```\n\n' \
+            "$K7" "$BUILD" "$rc" "$(tail -n 15 "$TMP/kube.err")" >>"$OUT"
+    fi
+fi
 echo "bench: wrote $OUT" >&2

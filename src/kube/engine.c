@@ -477,10 +477,11 @@ void kube_engine_stop(KubeEngine *e)
         pthread_join(e->lease, NULL);
     e->started = false;
     log_info("event=engine_stopped submitted=%llu binds=%llu bind_errors=%llu evictions=%llu "
-             "reasons=%llu",
+             "reasons=%llu passes=%llu pass_cpu_ms=%lld",
              (unsigned long long)e->submitted, (unsigned long long)e->binds,
              (unsigned long long)e->bind_errors, (unsigned long long)e->evictions,
-             (unsigned long long)e->conditions);
+             (unsigned long long)e->conditions, (unsigned long long)e->passes,
+             (long long)(e->pass_ns / 1000000));
 }
 
 static void free_queue(KActQueue *q)

@@ -135,7 +135,8 @@ struct KubeEngine {
     bool started, lease_started;
 
     /* counters for the log and the benchmark */
-    uint64_t binds, bind_errors, evictions, conditions, submitted;
+    uint64_t binds, bind_errors, evictions, conditions, submitted, passes;
+    int64_t pass_ns; /* the actuator's passes, and the CPU they took */
 };
 
 /* pods.c: the pods' and PodGroups' events, and what they mean for the server's jobs. */

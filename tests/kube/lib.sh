@@ -38,7 +38,8 @@
 # flags: $KUBE_APISERVER_ARGS (words). KEEP_LOGS=1 prints every log's tail on exit (a
 # failing test always does). etcd keeps its data on /dev/shm when it can.
 
-KUBE_TESTS=$(cd "$(dirname "$0")" && pwd)
+# (a script outside tests/kube, such as bench/kube.sh, sets KUBE_TESTS before sourcing)
+KUBE_TESTS=${KUBE_TESTS:-$(cd "$(dirname "$0")" && pwd)}
 KUBE_ROOT=$(cd "$KUBE_TESTS/../.." && pwd)
 . "$KUBE_ROOT/tests/cli/lib.sh"
 
