@@ -415,7 +415,6 @@ int kube_engine_start(KubeEngine *e, Server *s, Buf *err)
                   "not installed: deploy/kubernetes/podgroup-crd.yaml\" action=no_gangs");
         buf_reset(err);
         watch_free(e->w_pgs);
-        watch_free(e->w_foreign);
         e->w_pgs = NULL;
         r = 0;
     }

@@ -24,11 +24,14 @@
 
 void changes_job(Changes *ch, ServerJob *j)
 {
-    for (size_t i = 0; i < ch->n_jobs; i++)
-        if (ch->jobs[i] == j)
-            return;
-    if (GROW(ch->jobs, ch->jobs_cap, ch->n_jobs + 1) == 0)
+    /* the mark, not a search of the list: a cycle that starts thousands of jobs adds
+     * each several times */
+    if (j->in_changes)
+        return;
+    if (GROW(ch->jobs, ch->jobs_cap, ch->n_jobs + 1) == 0) {
         ch->jobs[ch->n_jobs++] = j;
+        j->in_changes = true;
+    }
 }
 
 void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail)
@@ -67,6 +70,8 @@ void changes_learned(Changes *ch, const LearnEntry *e)
 
 static void changes_clear(Changes *ch)
 {
+    for (size_t i = 0; i < ch->n_jobs; i++)
+        ch->jobs[i]->in_changes = false;
     for (size_t i = 0; i < ch->n_strs; i++)
         free(ch->strs[i]);
     ch->n_jobs = ch->n_events = ch->n_usage = ch->n_learned = ch->n_strs = 0;
@@ -189,7 +194,8 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     j->st.start_ms = -1; /* this run's, once its workers run */
     j->stop_mode = STOP_NONE;
     j->requeue = false;
-    j->master_port = pl->n_workers ? pick_master_port(s, j) : 0;
+    /* an engine's workers (pods) have addresses of their own: no port to share out */
+    j->master_port = pl->n_workers && !s->opt.external_nodes ? pick_master_port(s, j) : 0;
     j->sj.run_start_ms = now_ms;
     j->sj.last_checkpoint_ms = now_ms;
     j->pl_from_ms = now_ms;

@@ -109,6 +109,7 @@ typedef struct ServerJob {
     bool parked;              /* pending but out of the queue: its engine has not the
                                * pods to run it yet (server_job_park) */
     bool requeue;             /* stopping: queue it again when its workers are gone */
+    bool in_changes;          /* listed in a Changes being built (one list at a time) */
     uint8_t move;             /* MoveState */
     WorkerRun shadow;         /* moving: the worker of the allocation that is not sj.pl's */
     int64_t pl_from_ms;       /* sj.pl is charged from then (its run's start, or its move) */
