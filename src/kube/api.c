@@ -646,6 +646,9 @@ static int prepare(KubeApi *a, const char *method, const char *path, const char 
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, a->curl_err);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "gpuorch");
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    /* one connection per client and one request at a time on it: HTTP/2's framing and
+     * flow control buy nothing here and cost both ends CPU per request */
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, MIN(timeout_ms, CONNECT_TIMEOUT_MS));
     /* a watch may sit idle for minutes: find a dead peer without waiting for its end */

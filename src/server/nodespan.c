@@ -31,28 +31,83 @@ const char *nodespan_basis(const Server *s, uint32_t node)
     return NULL;
 }
 
-static void span_open(Server *s, uint32_t node, const char *basis, int64_t now_ms)
+static StoreNodeSpan span_of(const Server *s, uint32_t node, const char *basis, int64_t now_ms)
 {
     const Node *n = &s->c->nodes[node];
     const Pool *p = &s->c->pools[n->pool];
-    StoreNodeSpan sp = {.node = n->name,
-                        .pool = p->name,
-                        .model = node_model(s->c, n)->name,
-                        .tier = tier_name(p->tier),
-                        .basis = basis,
-                        .gpus = n->n_gpus,
-                        .price_micro_usd = p->price_micro_usd > 0 ? p->price_micro_usd : 0,
-                        .start_ms = now_ms,
-                        .end_ms = now_ms};
+    return (StoreNodeSpan){.node = n->name,
+                           .pool = p->name,
+                           .model = node_model(s->c, n)->name,
+                           .tier = tier_name(p->tier),
+                           .basis = basis,
+                           .gpus = n->n_gpus,
+                           .price_micro_usd = p->price_micro_usd > 0 ? p->price_micro_usd : 0,
+                           .start_ms = now_ms,
+                           .end_ms = now_ms};
+}
+
+static void span_counted(Server *s, uint32_t node, const StoreNodeSpan *sp, int64_t id)
+{
+    s->nodes[node].span_id = id;
+    log_info("event=node_counted node=%s pool=%s tier=%s basis=%s gpus=%u span=%lld since_ms=%lld",
+             sp->node, sp->pool, sp->tier, sp->basis, sp->gpus, (long long)id,
+             (long long)sp->start_ms);
+}
+
+static void span_open(Server *s, uint32_t node, const char *basis, int64_t now_ms)
+{
+    if (s->span_batch) {
+        if (!s->nodes[node].span_queued &&
+            GROW(s->span_batched, s->span_batched_cap, s->n_span_batched + 1) == 0) {
+            s->span_batched[s->n_span_batched++] = node;
+            s->nodes[node].span_queued = true;
+        }
+        return;
+    }
+    StoreNodeSpan sp = span_of(s, node, basis, now_ms);
     int64_t id = 0;
     int r = store_node_span_open(s->store, &sp, &id);
     if (r < 0) {
-        log_error("event=store_write_failed what=node_span node=%s error=%d", n->name, r);
+        log_error("event=store_write_failed what=node_span node=%s error=%d", sp.node, r);
         return;
     }
-    s->nodes[node].span_id = id;
-    log_info("event=node_counted node=%s pool=%s tier=%s basis=%s gpus=%u span=%lld since_ms=%lld",
-             n->name, p->name, sp.tier, basis, sp.gpus, (long long)id, (long long)now_ms);
+    span_counted(s, node, &sp, id);
+}
+
+void nodespan_batch_begin(Server *s)
+{
+    s->span_batch = true;
+}
+
+void nodespan_batch_end(Server *s, int64_t now_ms)
+{
+    s->span_batch = false;
+    now_ms = MAX(now_ms, server_now_ms());
+    size_t n = 0;
+    StoreNodeSpan *sp = calloc(s->n_span_batched ? s->n_span_batched : 1, sizeof(*sp));
+    uint32_t *nodes = calloc(s->n_span_batched ? s->n_span_batched : 1, sizeof(*nodes));
+    int64_t *ids = calloc(s->n_span_batched ? s->n_span_batched : 1, sizeof(*ids));
+    for (size_t i = 0; sp && nodes && ids && i < s->n_span_batched; i++) {
+        uint32_t node = s->span_batched[i];
+        s->nodes[node].span_queued = false;
+        const char *basis = nodespan_basis(s, node); /* it may have changed since */
+        if (basis && !s->nodes[node].span_id) {
+            nodes[n] = node;
+            sp[n++] = span_of(s, node, basis, now_ms);
+        }
+    }
+    int r = sp && nodes && ids ? store_node_spans_open(s->store, sp, n, ids) : -ENOMEM;
+    if (r < 0)
+        log_error("event=store_write_failed what=node_spans nodes=%zu error=%d", n, r);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        span_counted(s, nodes[i], &sp[i], ids[i]);
+    /* on a failure the tick opens them one by one */
+    for (size_t i = 0; i < s->n_span_batched; i++)
+        s->nodes[s->span_batched[i]].span_queued = false;
+    s->n_span_batched = 0;
+    free(sp);
+    free(nodes);
+    free(ids);
 }
 
 static void span_close(Server *s, uint32_t node, int64_t now_ms)

@@ -31,6 +31,10 @@
 int nodespan_start(Server *s, Buf *err);
 /* The node's liveness or presence changed: open or close its span at now_ms (wall). */
 void nodespan_update(Server *s, uint32_t node, int64_t now_ms);
+/* Nodes whose spans open between these two go to the store in one durable write at the
+ * end (at its now_ms), not one each: an engine making thousands of nodes ready at once. */
+void nodespan_batch_begin(Server *s);
+void nodespan_batch_end(Server *s, int64_t now_ms);
 /* Called from the scheduler loop: every NODESPAN_TICK_MS, check every node against the
  * rule and move the open spans' ends to now_ms. */
 void nodespan_tick(Server *s, int64_t now_ms);

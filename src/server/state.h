@@ -145,6 +145,7 @@ typedef struct NodeState {
     char *mismatch;  /* mismatched: how its GPUs differ from the spec (nodecheck.h) */
     int64_t interruption_deadline_ms; /* its cloud takes it back then (wall ms); 0: no notice */
     int64_t span_id;      /* its open span of counted capacity in the store (nodespan.h), 0: none */
+    bool span_queued;     /* its span opens at the end of the batch under way (nodespan.h) */
     int64_t lost_mono_ms; /* lost: when it was declared so (monotonic) */
     bool gave_up;         /* lost past the grace: its jobs were requeued */
 } NodeState;
@@ -204,6 +205,7 @@ typedef struct Server {
     Cluster *c;
     Rng rng;
     PlaceCtx ctx;
+    ScoreCache cache; /* the placer's scores per node and shape (ctx.cache) */
     Mix mix;
     Sched sched;
     Learn learn;      /* GPU memory per workload class, from the runs (core/learn.h) */
@@ -231,6 +233,11 @@ typedef struct Server {
 
     /* when the open node spans' ends were last written (nodespan.h), monotonic ms */
     int64_t span_tick_mono_ms;
+    /* between nodespan_batch_begin and _end: the nodes whose spans open then, in one
+     * durable write (an engine that makes thousands of nodes ready at once) */
+    bool span_batch;
+    uint32_t *span_batched;
+    size_t n_span_batched, span_batched_cap;
 } Server;
 
 /* Load the cluster, open the store (migrating it), load jobs and rebuild the allocation of the

@@ -18,7 +18,7 @@ typedef struct StoreOps {
                       void *arg);
     int (*usage_query)(Store *s, int64_t from_ms, int64_t to_ms,
                        int (*fn)(void *arg, const StoreUsage *u), void *arg);
-    int (*span_open)(Store *s, const StoreNodeSpan *span, int64_t *ret_id);
+    int (*span_open)(Store *s, const StoreNodeSpan *spans, size_t n, int64_t *ret_ids);
     int (*spans_end)(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close);
     int (*spans_close_open)(Store *s, size_t *ret_n);
     int (*spans_query)(Store *s, int64_t from_ms, int64_t to_ms,

@@ -102,7 +102,7 @@ int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const
                        const char *team, const char *node, const char *name, int64_t created_ms,
                        int64_t *ret_id);
 int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *layout_json);
-int sqlite_write_span_open(Store *s, const StoreNodeSpan *span, int64_t *ret_id);
+int sqlite_write_span_open(Store *s, const StoreNodeSpan *spans, size_t n, int64_t *ret_ids);
 int sqlite_write_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close);
 int sqlite_write_spans_close_open(Store *s, size_t *ret_n);
 int sqlite_read_ping(Store *s);

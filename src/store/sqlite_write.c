@@ -305,15 +305,14 @@ int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *lay
 }
 
 typedef struct SpanOpenPart {
-    const StoreNodeSpan *span;
-    int64_t id;
-    int64_t *ret_id;
+    const StoreNodeSpan *spans;
+    size_t n;
+    int64_t *ids; /* n, written by apply */
+    int64_t *ret_ids;
 } SpanOpenPart;
 
-static int apply_span_open(SqliteStore *db, void *arg, Buf *err)
+static int apply_one_span(SqliteStore *db, const StoreNodeSpan *sp, int64_t *ret_id, Buf *err)
 {
-    SpanOpenPart *p = arg;
-    const StoreNodeSpan *sp = p->span;
     sqlite3_stmt *st = db->ws[WS_SPAN_OPEN];
     bind_text(st, 1, sp->node);
     bind_text(st, 2, sp->pool);
@@ -326,20 +325,33 @@ static int apply_span_open(SqliteStore *db, void *arg, Buf *err)
     sqlite3_bind_int64(st, 9, sp->end_ms);
     int r = sqlite_run(db, db->wdb, st, err);
     if (r == 0)
-        p->id = sqlite3_last_insert_rowid(db->wdb);
+        *ret_id = sqlite3_last_insert_rowid(db->wdb);
+    return r;
+}
+
+static int apply_span_open(SqliteStore *db, void *arg, Buf *err)
+{
+    SpanOpenPart *p = arg;
+    int r = 0;
+    for (size_t i = 0; i < p->n && r == 0; i++)
+        r = apply_one_span(db, &p->spans[i], &p->ids[i], err);
     return r;
 }
 
 static void publish_span_open(void *arg)
 {
     SpanOpenPart *p = arg;
-    *p->ret_id = p->id;
+    memcpy(p->ret_ids, p->ids, p->n * sizeof(*p->ids));
 }
 
-int sqlite_write_span_open(Store *s, const StoreNodeSpan *span, int64_t *ret_id)
+int sqlite_write_span_open(Store *s, const StoreNodeSpan *spans, size_t n, int64_t *ret_ids)
 {
-    SpanOpenPart p = {span, 0, ret_id};
-    return sqlite_commit(sqlite_of(s), apply_span_open, publish_span_open, &p, NULL);
+    SpanOpenPart p = {spans, n, calloc(n ? n : 1, sizeof(int64_t)), ret_ids};
+    if (!p.ids)
+        return -ENOMEM;
+    int r = sqlite_commit(sqlite_of(s), apply_span_open, publish_span_open, &p, NULL);
+    free(p.ids);
+    return r;
 }
 
 typedef struct SpansEndPart {

@@ -119,10 +119,20 @@ int store_usage_query(Store *s, int64_t from_ms, int64_t to_ms,
 
 int store_node_span_open(Store *s, const StoreNodeSpan *span, int64_t *ret_id)
 {
-    if (!span || !span->node || !*span->node || !span->basis || span->end_ms < span->start_ms ||
-        span->price_micro_usd < 0 || !ret_id)
+    return store_node_spans_open(s, span, 1, ret_id);
+}
+
+int store_node_spans_open(Store *s, const StoreNodeSpan *spans, size_t n, int64_t *ret_ids)
+{
+    if (n && (!spans || !ret_ids))
         return -EINVAL;
-    return s->ops->span_open(s, span, ret_id);
+    for (size_t i = 0; i < n; i++) {
+        const StoreNodeSpan *sp = &spans[i];
+        if (!sp->node || !*sp->node || !sp->basis || sp->end_ms < sp->start_ms ||
+            sp->price_micro_usd < 0)
+            return -EINVAL;
+    }
+    return n ? s->ops->span_open(s, spans, n, ret_ids) : 0;
 }
 
 int store_node_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close)

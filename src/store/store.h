@@ -143,6 +143,8 @@ typedef struct StoreNodeSpan {
 
 /* Begin a span, open, reaching span->end_ms so far (its start); its id in *ret_id. */
 int store_node_span_open(Store *s, const StoreNodeSpan *span, int64_t *ret_id);
+/* Begin n spans in one durable write (all or none); their ids in ret_ids[i]. */
+int store_node_spans_open(Store *s, const StoreNodeSpan *spans, size_t n, int64_t *ret_ids);
 /* Move the end of the open spans among ids to end_ms (never back), and close them when
  * close is set. Closed spans, and ids that name none, are left as they are. */
 int store_node_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close);
