@@ -359,13 +359,33 @@ int cmd_server(int argc, char **argv)
         printf("admin token written to %s\n", token_path);
     fflush(stdout);
 
-    int sig = 0;
-    while (sigwait(&sigs, &sig) != 0)
-        ;
+    /* a signal stops it; on Kubernetes a GPU node that joined starts it again */
+    bool again = false;
+    for (;;) {
+        struct timespec tick = {.tv_sec = 1};
+        if (sigtimedwait(&sigs, NULL, ke ? &tick : NULL) > 0)
+            break;
+        if ((again = kube_engine_joined(ke)))
+            break;
+    }
     kube_engine_stop(ke);
     http_server_stop(h);
     server_close(s);
     kube_engine_free(ke);
+    if (again) {
+        /* the same command line: "gpuorch", then the arguments of `server` */
+        char **full = calloc((size_t)argc + 2, sizeof(*full));
+        if (!full)
+            return 1;
+        full[0] = "gpuorch";
+        memcpy(full + 1, argv, (size_t)argc * sizeof(*full));
+        fflush(NULL);
+        execv("/proc/self/exe", full);
+        free(full);
+        fprintf(stderr, "gpuorch server: cannot start again to take in the new nodes: %s\n",
+                strerror(errno));
+        return 1;
+    }
     buf_free(&err);
     return 0;
 }

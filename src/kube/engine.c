@@ -452,6 +452,16 @@ int kube_engine_start(KubeEngine *e, Server *s, Buf *err)
     return 0;
 }
 
+bool kube_engine_joined(KubeEngine *e)
+{
+    if (!e || !e->started)
+        return false;
+    pthread_mutex_lock(&e->s->lock);
+    bool due = e->joined_mono_ms && server_mono_ms() - e->joined_mono_ms >= KUBE_JOIN_SETTLE_MS;
+    pthread_mutex_unlock(&e->s->lock);
+    return due;
+}
+
 void kube_engine_stop(KubeEngine *e)
 {
     if (!e || !e->started)

@@ -70,6 +70,12 @@ int kube_engine_start(KubeEngine *e, Server *s, Buf *err);
 /* Stop the threads (before server_close). */
 void kube_engine_stop(KubeEngine *e);
 
+/* A GPU node joined after the start, and KUBE_JOIN_SETTLE_MS passed (for the nodes that
+ * join together): the caller stops the engine and the server and starts again, which
+ * takes the nodes in (state is durable, and a restart adopts the bound pods). */
+#define KUBE_JOIN_SETTLE_MS 5000
+bool kube_engine_joined(KubeEngine *e);
+
 /* nodes.c: the cluster of a teams spec and these nodes; only nodes with GPUs count. */
 int kube_cluster_build(const char *spec_path, const KubeNode *nodes, size_t n, Cluster **ret,
                        Buf *err);

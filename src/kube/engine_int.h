@@ -112,9 +112,10 @@ struct KubeEngine {
     void *foreign;       /* tsearch tree of what other schedulers' pods hold (foreign.c) */
     KNode *nodes;        /* per cluster node */
     size_t n_nodes;
-    bool synced;      /* the first lists are in: nodes may take work */
-    bool maybe_ready; /* a group without a job changed: it may be ready to submit */
-    bool work;        /* something for the actuator */
+    bool synced;            /* the first lists are in: nodes may take work */
+    int64_t joined_mono_ms; /* when a GPU node unknown at start appeared, 0: none */
+    bool maybe_ready;       /* a group without a job changed: it may be ready to submit */
+    bool work;              /* something for the actuator */
 
     bool cycled; /* a scheduling cycle ran since the reasons were last written */
 

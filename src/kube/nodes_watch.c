@@ -1,8 +1,8 @@
 /* nodes_watch.c: the Node objects' events: whether each GPU node takes work (Ready, not
  * cordoned, no taint GPU pods do not tolerate, its last MIG change not failed) and
  * where its MIG manager is with the layout gpuorch asked for. The node set is the one
- * the engine started with: a GPU node that joins later is reported, and scheduled onto
- * from the next start (the next leader). */
+ * the engine started with: a GPU node that joins later makes the engine ask for a
+ * restart (kube_engine_joined), which builds the cluster again with it. */
 #include "kube/engine_int.h"
 
 #include "core/mig.h"
@@ -100,10 +100,13 @@ int knode_event(KubeEngine *e, const char *type, json_t *obj)
     buf_free(&why);
     int idx = kube_node_has_gpus(&n) ? knode_find(e, n.name) : -1;
     if (idx < 0 || (size_t)idx >= e->n_nodes) {
-        if (kube_node_has_gpus(&n) && strcmp(type, "DELETED"))
-            log_info("event=node_not_scheduled node=%s reason=\"it joined after gpuorch "
-                     "started; the next start (or leader) schedules onto it\"",
-                     n.name);
+        if (kube_node_has_gpus(&n) && strcmp(type, "DELETED") && !e->joined_mono_ms) {
+            /* the core's cluster is sized at start: take the node in by starting again
+             * (kube_engine_joined), once the nodes joining together have all come */
+            log_info("event=node_joined node=%s action=restart_after_s=%d", n.name,
+                     KUBE_JOIN_SETTLE_MS / 1000);
+            e->joined_mono_ms = server_mono_ms();
+        }
         kube_node_free(&n);
         return 0;
     }
