@@ -206,8 +206,11 @@ static int load_philly(const char *path, const char *text, size_t len, JobList *
     CsvReader r;
     csv_init(&r, text, len);
     int rc = csv_next(&r);
-    int c_ts = csv_column(&r, "timestamp"), c_dur = csv_column(&r, "duration"),
-        c_gpus = csv_column(&r, "num_gpus"), c_vc = csv_column(&r, "cluster");
+    /* the header's fields exist only when it was read (an unterminated quote is not) */
+    int c_ts = rc > 0 ? csv_column(&r, "timestamp") : -1,
+        c_dur = rc > 0 ? csv_column(&r, "duration") : -1,
+        c_gpus = rc > 0 ? csv_column(&r, "num_gpus") : -1,
+        c_vc = rc > 0 ? csv_column(&r, "cluster") : -1;
     if (rc <= 0 || c_ts < 0 || c_dur < 0 || c_gpus < 0) {
         csv_free(&r);
         buf_printf(err, "%s:1: a Philly job table needs the columns timestamp, duration, num_gpus",

@@ -217,4 +217,9 @@ json_ok "$T/seeds.json" 'all(r["seeds"] == [1, 2, 3] for r in d["results"])'
 json_ok "$T/seeds.json" 'all(k in r for r in d["results"] for k in ("utilization_pct_std", "allocation_pct_std", "makespan_s_std", "jobs_finished_std"))'
 json_ok "$T/seeds.json" 'all(r["utilization_pct_std"] >= 0 for r in d["results"])'
 
+# a Philly table whose header never closes its quote: refused, nothing read past it (ASan)
+printf '"timestamp,duration,num_gpus,cluster\n1,2,3' >"$T/openquote.csv"
+run 2 "$GPUORCH" sim --cluster $CLUSTER --trace "$T/openquote.csv" --format philly --policy fifo
+err_has "openquote.csv:1: a Philly job table needs the columns"
+
 echo "ok: test_sim.sh"
