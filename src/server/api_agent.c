@@ -648,8 +648,11 @@ void api_agent_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
     }
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/%lld-%lld-%lld.log", s->log_dir, job, rank, run);
-    mkdir(s->log_dir, 0755);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* the server's alone: a job's output may hold what its owner would not show (the API
+     * decides who reads it); a directory an older server made open is closed again */
+    if (mkdir(s->log_dir, 0700) < 0 && errno == EEXIST)
+        chmod(s->log_dir, 0700);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     struct stat stt;
     if (fd < 0 || fstat(fd, &stt) < 0) {
         if (fd >= 0)

@@ -33,6 +33,12 @@ until "$GPUORCH" logs "$OK" >"$T/log" 2>/dev/null && grep -q "hello from rank 0"
     i=$((i + 1)); [ $i -lt 50 ] || fail "the log of job $OK never showed its output"; sleep 0.1
 done
 
+# ... and are the server's alone on its disk
+[ "$(stat -c %a "$T/var/logs")" = 700 ] || fail "the log directory is $(stat -c %a "$T/var/logs"), not 700"
+for f in "$T"/var/logs/*.log; do
+    [ "$(stat -c %a "$f")" = 600 ] || fail "$f is $(stat -c %a "$f"), not 600"
+done
+
 # A gang of two workers of eight H100s: one per node, the same rendezvous, ranks 0 and 1.
 cat >"$T/gang.sh" <<'SH'
 #!/bin/sh
