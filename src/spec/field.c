@@ -497,6 +497,9 @@ int field_collect(FieldCtx *x, struct fy_node *map, size_t line, const char *whe
 int field_yaml_open(FieldYaml *y, FieldCtx *x, const char *text, size_t len)
 {
     *y = (FieldYaml){.x = x};
+    int g = yaml_guard(x, text, len);
+    if (g < 0)
+        return g;
     struct fy_diag_cfg dc;
     fy_diag_cfg_default(&dc);
     dc.fp = NULL;

@@ -100,6 +100,9 @@ typedef struct FieldYaml {
 } FieldYaml;
 
 int field_yaml_open(FieldYaml *y, FieldCtx *x, const char *text, size_t len);
+/* yaml_guard.c: UTF-8, no directives, aliases that do not expand past a bound; -EINVAL
+ * with the reason in x. field_yaml_open asks it before anything is parsed. */
+int yaml_guard(FieldCtx *x, const char *text, size_t len);
 /* Load the next document into y->doc: 1, 0 at the end, -EINVAL on a syntax error
  * (reported), -ENOMEM. */
 int field_yaml_next(FieldYaml *y);

@@ -202,6 +202,20 @@ api 201 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/yaml' \
     --data-binary "$(printf -- '# one job\n---\nname: y1\nteam: platform\ncommand: [x]\n')"
 json_ok "$T/out" "d['name'] == 'y1' and d['state'] == 'pending'"
 
+# ---- hostile bodies are answered at once, and the API stays up ----
+printf '%%\377' >"$T/hang.body"
+api 400 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/yaml' --max-time 10 \
+    --data-binary @"$T/hang.body"
+error_has "not UTF-8 text"
+python3 -c '
+lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+for i in range(1, 10):
+    lines.append("a%d: &a%d [%s]" % (i, i, ", ".join(["*a%d" % (i - 1)] * 10)))
+print("\n".join(lines))' >"$T/laughs.body"
+api 400 "$ADMIN" POST /api/v1/jobs --max-time 10 --data-binary @"$T/laughs.body"
+error_has "expand to more than"
+api 200 "$ADMIN" GET /api/v1/jobs --max-time 5
+
 # ---- it stops cleanly ----
 kill -TERM $PID
 wait $PID || fail "the server exited with $? on SIGTERM"

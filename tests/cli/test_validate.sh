@@ -127,4 +127,20 @@ err_has "job gang cannot run on cluster demo: it would hold 8 GPU-equivalents, m
 # table too
 run 0 "$GPUORCH" validate examples/jobs-demo.yaml examples/jobs-demo.csv examples/cluster-demo.yaml
 
+# hostile YAML is refused before it is built: invalid bytes after a '%' (libfyaml 0.7.12
+# loops for ever on them), directives, and aliases that expand without end
+printf '%%\377' >"$T/hang.yaml"
+run 2 timeout 10 "$GPUORCH" validate "$T/hang.yaml"
+err_has "not UTF-8 text"
+printf '%%YAML 1.2\n---\nname: x\nteam: t\ngpus: 1\ncommand: [true]\n' >"$T/directive.yaml"
+run 2 "$GPUORCH" validate "$T/directive.yaml"
+err_has "directive.yaml:1: a YAML directive"
+python3 -c '
+lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+for i in range(1, 10):
+    lines.append("a%d: &a%d [%s]" % (i, i, ", ".join(["*a%d" % (i - 1)] * 10)))
+print("\n".join(lines))' >"$T/laughs.yaml"
+run 2 timeout 10 "$GPUORCH" validate "$T/laughs.yaml"
+err_has "expand to more than"
+
 echo "ok: test_validate.sh"
