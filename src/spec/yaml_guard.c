@@ -4,6 +4,9 @@
  *  - the text must be UTF-8 (the validity check is jansson's): libfyaml 0.7.12, Debian
  *    12's, loops for ever on some invalid bytes after a '%';
  *  - no directives (lines starting with '%'): nothing here needs %YAML or %TAG;
+ *  - no run of more than YAML_MAX_BLANKS spaces or tabs: libfyaml's cost of the blanks
+ *    after a flow collection ('}' or ']') grows with the square of the run (20,000
+ *    spaces took 3 s), and no file of ours needs that many;
  *  - anchors and aliases may not expand past YAML_MAX_NODES nodes (a "billion laughs"
  *    of a few hundred bytes otherwise takes gigabytes), nor nest past YAML_MAX_DEPTH.
  * The alias count is taken on libfyaml's event stream, which does not expand anything;
@@ -22,6 +25,7 @@
 #define YAML_MAX_NODES   200000 /* after aliases are expanded */
 #define YAML_MAX_DEPTH   64
 #define YAML_MAX_ANCHORS 1024
+#define YAML_MAX_BLANKS  256
 
 /* Names are copies: a token lives only as long as its event. */
 typedef struct Anchor {
@@ -164,10 +168,15 @@ int yaml_guard(FieldCtx *x, const char *text, size_t len)
         return -EINVAL;
     }
     json_decref(utf8);
-    size_t line = 1;
+    size_t line = 1, blanks = 0;
     for (size_t i = 0; i < len; i++) {
         if ((i == 0 || text[i - 1] == '\n') && text[i] == '%') {
             field_error(x, line, "a YAML directive ('%%...'): none is read here");
+            return -EINVAL;
+        }
+        blanks = text[i] == ' ' || text[i] == '\t' ? blanks + 1 : 0;
+        if (blanks > YAML_MAX_BLANKS) {
+            field_error(x, line, "more than %d spaces or tabs in a row", YAML_MAX_BLANKS);
             return -EINVAL;
         }
         line += text[i] == '\n';

@@ -142,5 +142,10 @@ for i in range(1, 10):
 print("\n".join(lines))' >"$T/laughs.yaml"
 run 2 timeout 10 "$GPUORCH" validate "$T/laughs.yaml"
 err_has "expand to more than"
+# blanks after a flow collection cost libfyaml the square of their run
+python3 -c 'print("{\"name\": \"x\", \"team\": \"t\", \"gpus\": 1, \"command\": [\"true\"]}" + " " * 100000)' \
+    >"$T/blanks.json"
+run 2 timeout 10 "$GPUORCH" validate "$T/blanks.json"
+err_has "blanks.json:1: more than 256 spaces or tabs in a row"
 
 echo "ok: test_validate.sh"
