@@ -7,6 +7,8 @@
  *  - no run of more than YAML_MAX_BLANKS spaces or tabs: libfyaml's cost of the blanks
  *    after a flow collection ('}' or ']') grows with the square of the run (20,000
  *    spaces took 3 s), and no file of ours needs that many;
+ *  - no mapping of more than YAML_MAX_KEYS keys: libfyaml checks each key against every
+ *    other (10,000 environment variables took 18 s);
  *  - anchors and aliases may not expand past YAML_MAX_NODES nodes (a "billion laughs"
  *    of a few hundred bytes otherwise takes gigabytes), nor nest past YAML_MAX_DEPTH.
  * The alias count is taken on libfyaml's event stream, which does not expand anything;
@@ -26,6 +28,7 @@
 #define YAML_MAX_DEPTH   64
 #define YAML_MAX_ANCHORS 1024
 #define YAML_MAX_BLANKS  256
+#define YAML_MAX_KEYS    512
 
 /* Names are copies: a token lives only as long as its event. */
 typedef struct Anchor {
@@ -36,6 +39,8 @@ typedef struct Anchor {
 
 typedef struct Level {
     uint64_t nodes;
+    uint64_t items; /* its children so far (a mapping's keys and values) */
+    bool mapping;
     char *anchor; /* the collection's anchor, or NULL */
     size_t anchor_len;
 } Level;
@@ -113,6 +118,8 @@ static int count_expanded(FieldCtx *x, const char *text, size_t len)
                 break;
             }
             stack[depth].nodes = 1;
+            stack[depth].items = 0;
+            stack[depth].mapping = ev->type == FYET_MAPPING_START;
             stack[depth].anchor =
                 token_copy(ev->type == FYET_SEQUENCE_START ? ev->sequence_start.anchor
                                                            : ev->mapping_start.anchor,
@@ -131,7 +138,12 @@ static int count_expanded(FieldCtx *x, const char *text, size_t len)
         default:
             break;
         }
-        if (add) {
+        if (add && depth && stack[depth - 1].mapping &&
+            ++stack[depth - 1].items > 2 * YAML_MAX_KEYS && r == 0) {
+            field_error(x, 0, "a mapping of more than %d keys", YAML_MAX_KEYS);
+            r = -EINVAL;
+        }
+        if (add && r == 0) {
             uint64_t *into = depth ? &stack[depth - 1].nodes : &total;
             *into = *into + add < *into ? UINT64_MAX : *into + add;
             if (*into > YAML_MAX_NODES || total > YAML_MAX_NODES) {

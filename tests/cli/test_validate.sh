@@ -147,5 +147,12 @@ python3 -c 'print("{\"name\": \"x\", \"team\": \"t\", \"gpus\": 1, \"command\": 
     >"$T/blanks.json"
 run 2 timeout 10 "$GPUORCH" validate "$T/blanks.json"
 err_has "blanks.json:1: more than 256 spaces or tabs in a row"
+# and each key of a mapping against every other: 10,000 took 18 s
+python3 -c '
+print("name: x\nteam: t\ngpus: 1\ncommand: [\"true\"]\nenv:")
+for i in range(10000):
+    print("  K%d: v" % i)' >"$T/env.yaml"
+run 2 timeout 10 "$GPUORCH" validate "$T/env.yaml"
+err_has "a mapping of more than 512 keys"
 
 echo "ok: test_validate.sh"
