@@ -620,7 +620,8 @@ void api_agent_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
     const char *bound = rq->who.node[0] ? rq->who.node : NULL;
     pthread_mutex_lock(&s->lock);
     ServerJob *j = server_job(s, job);
-    bool known = j && run <= j->st.run;
+    /* a rank the job has: a log of no worker would be served as one */
+    bool known = j && run <= j->st.run && (uint64_t)rank < j->spec.workers;
     /* a token bound to a node uploads only what ran there: 1 yes, 0 no, -1 ask the store
      * (an earlier run, or one whose workers are gone) */
     int here = -1;
@@ -628,7 +629,7 @@ void api_agent_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
         here = !strcmp(s->c->nodes[j->workers[rank].node].name, bound);
     pthread_mutex_unlock(&s->lock);
     if (!known) {
-        http_reply_error(rp, 404, "no run %lld of job %lld", run, job);
+        http_reply_error(rp, 404, "no rank %lld of run %lld of job %lld", rank, run, job);
         return;
     }
     if (bound && here < 0) {

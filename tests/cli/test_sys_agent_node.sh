@@ -48,6 +48,10 @@ TOKEN=$A100 api POST "/api/v1/agent/logs/$SHORT/0?run=1&offset=0" 'x'
 grep -q "this agent token is for node 'a100-0'" "$T/out" || fail "reason: $(cat "$T/out")"
 TOKEN=$H100 api POST "/api/v1/agent/logs/$SHORT/0?run=1&offset=0" 'h'
 [ "$STATUS" = 200 ] || fail "h100-0's token uploading its own log answered $STATUS: $(cat "$T/out")"
+# ... and only for a rank the job has (it has one worker)
+TOKEN=$H100 api POST "/api/v1/agent/logs/$SHORT/7?run=1&offset=0" 'h'
+[ "$STATUS" = 404 ] || fail "uploading the log of a rank the job lacks answered $STATUS"
+grep -q "no rank 7 of run 1" "$T/out" || fail "reason: $(cat "$T/out")"
 
 # the current run's log: the same
 submit "{\"name\": \"long\", \"team\": \"search\", \"gpus\": 1, \"command\": [\"sh\", \"-c\", \"sleep 20; echo $T/ >/dev/null\"]}"
