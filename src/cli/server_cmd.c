@@ -351,7 +351,7 @@ int cmd_server(int argc, char **argv)
         return 1;
     }
     if (ke)
-        printf("scheduling the pods of %s with schedulerName %s\n", server_kube_api(ke),
+        printf("scheduling the pods of %s with schedulerName %s\n", kube_engine_server(ke),
                ko.scheduler_name);
     if (web)
         printf("portal served from %s\n", web);

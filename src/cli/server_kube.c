@@ -5,7 +5,6 @@
  * touches nothing. */
 #include "cli/server_kube.h"
 
-#include "kube/engine_int.h"
 #include "util/units.h"
 
 #include <errno.h>
@@ -122,9 +121,4 @@ int server_kube_prepare(KubeOptions *ko, ServerOptions *o, KubeEngine **ret, Buf
     o->after_cycle_arg = e;
     *ret = e;
     return 0;
-}
-
-const char *server_kube_api(const KubeEngine *e)
-{
-    return e->cfg.server;
 }

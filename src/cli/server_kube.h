@@ -26,5 +26,3 @@ int server_kube_option(int opt, const char *arg, KubeOptions *ko);
 /* Connect, wait for the lead, build the cluster: o gets the cluster and the engine's
  * hooks. */
 int server_kube_prepare(KubeOptions *ko, ServerOptions *o, KubeEngine **ret, Buf *err);
-/* The API server's address, for the start-up line. */
-const char *server_kube_api(const KubeEngine *e);

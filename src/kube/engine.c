@@ -452,6 +452,11 @@ int kube_engine_start(KubeEngine *e, Server *s, Buf *err)
     return 0;
 }
 
+const char *kube_engine_server(const KubeEngine *e)
+{
+    return e->cfg.server;
+}
+
 bool kube_engine_joined(KubeEngine *e)
 {
     if (!e || !e->started)

@@ -62,6 +62,9 @@ int kube_engine_lead(KubeEngine *e, Buf *err);
  * spec_path, which has no pools, and a pool per node shape (nodes.c). */
 int kube_engine_cluster(KubeEngine *e, const char *spec_path, Cluster **ret, Buf *err);
 
+/* The API server's address ("https://..."), for people. */
+const char *kube_engine_server(const KubeEngine *e);
+
 /* ServerOptions.after_cycle: the cycle decided; the actuator acts. */
 void kube_engine_after_cycle(void *engine);
 

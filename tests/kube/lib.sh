@@ -18,6 +18,9 @@
 #   kube_holds PATH EXPR     GET as admin: does the Python expression over d hold
 #   kube_json PATH EXPR      GET as admin: print the Python expression over d
 #   kube_wait SECONDS WHAT CMD...   until CMD succeeds, else fail "not within the time: WHAT"
+#   kube_deploy              a platform team's setup: namespace gpu-operator, and from
+#                            deploy/kubernetes/ the namespace, PodGroup CRD (waited for),
+#                            priority classes and RBAC, with the test user's binding
 #   fake_node ARGS...        fake_node.py (as the admin): fake_node create --nodes 4 ...
 #   fake_node_start LOG ARGS...     fake_node.py run ARGS in the background (FAKE_NODE_PID)
 #   fake_node_stop [PID]     SIGTERM it; its exit status
@@ -355,6 +358,20 @@ kube_wait() {
         [ "$n" -gt 0 ] || fail "not within the time: $what"
         sleep 0.2
     done
+}
+
+# kube_deploy: what a platform team applies before gpuorch runs (the Deployment aside: no
+# kubelet runs it here), and the ClusterRole bound to the test user gpuorch too.
+kube_deploy() {
+    kctl create namespace gpu-operator >/dev/null
+    kctl apply -f "$KUBE_ROOT/deploy/kubernetes/namespace.yaml" \
+        -f "$KUBE_ROOT/deploy/kubernetes/podgroup-crd.yaml" \
+        -f "$KUBE_ROOT/deploy/kubernetes/priorityclasses.yaml" \
+        -f "$KUBE_ROOT/deploy/kubernetes/rbac.yaml" \
+        -f "$KUBE_TESTS/rbac-test-user.yaml" >"$T/apply.log" || fail "kubectl apply deploy/kubernetes"
+    kube_wait 30 "the PodGroup CRD is established" \
+        kube_holds /apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io \
+        '[c for c in d["status"]["conditions"] if c["type"] == "Established" and c["status"] == "True"]'
 }
 
 # kube_api TOKEN METHOD PATH [BODY [CONTENT_TYPE]]: one request with that bearer token

@@ -14,13 +14,7 @@ GPUORCH=$(realpath "$1")
 kube_up "$T/kube"
 
 # --- the platform team's steps ---
-kctl create namespace gpu-operator >/dev/null
-kctl apply -f deploy/kubernetes/namespace.yaml -f deploy/kubernetes/podgroup-crd.yaml \
-    -f deploy/kubernetes/priorityclasses.yaml -f deploy/kubernetes/rbac.yaml \
-    -f tests/kube/rbac-test-user.yaml >"$T/apply.log" || fail "kubectl apply deploy/kubernetes"
-kube_wait 30 "the PodGroup CRD is established" \
-    kube_holds /apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io \
-    '[c for c in d["status"]["conditions"] if c["type"] == "Established" and c["status"] == "True"]'
+kube_deploy
 for ns in research search; do kctl create namespace $ns >/dev/null; done
 cat >"$T/teams.yaml" <<'EOF'
 name: e2e

@@ -35,13 +35,7 @@ KUBE_APISERVER_ARGS="--audit-policy-file=$T/audit-policy.yaml --audit-log-path=$
 kube_up "$T/kube"
 t_start=$(date +%s)
 
-kctl create namespace gpu-operator >/dev/null
-kctl apply -f deploy/kubernetes/namespace.yaml -f deploy/kubernetes/podgroup-crd.yaml \
-    -f deploy/kubernetes/priorityclasses.yaml -f deploy/kubernetes/rbac.yaml \
-    -f tests/kube/rbac-test-user.yaml >"$T/apply.log" || fail "kubectl apply deploy/kubernetes"
-kube_wait 30 "the PodGroup CRD is established" \
-    kube_holds /apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.x-k8s.io \
-    '[c for c in d["status"]["conditions"] if c["type"] == "Established" and c["status"] == "True"]'
+kube_deploy
 for ns in research nowhere; do kctl create namespace $ns >/dev/null; done
 cat >"$T/teams.yaml" <<'EOF'
 name: faults
