@@ -12,6 +12,7 @@
 #include "util/macro.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,10 @@
 /* A token never made to last longer than this many seconds (100 years): the expiry in
  * ms must not overflow. */
 #define TOKEN_MAX_LIFETIME_S (100LL * 366 * 24 * 3600)
+
+/* Revocations one at a time: two admins revoking the last two admin tokens at once
+ * would each see the other's as still active. */
+static pthread_mutex_t revoke_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const create_fields[] = {"role", "team",       "node",      "name",
                                             "user", "expires_in", "expires_at"};
@@ -310,36 +315,29 @@ void api_tokens_revoke(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     ListCtx l = {.s = s, .who = &rq->who, .now_ms = server_now_ms(), .want_id = id};
-    if (store_token_list(s->store, find_token, &l) < 0) {
+    pthread_mutex_lock(&revoke_lock);
+    int r = store_token_list(s->store, find_token, &l);
+    int64_t now = server_now_ms();
+    if (r < 0)
         http_reply_error(rp, 500, "cannot read the tokens from the store");
-        return;
-    }
-    if (!l.found.id) {
+    else if (!l.found.id)
         http_reply_error(rp, 404, "no token %lld", (long long)id);
-        return;
-    }
     /* nobody could manage tokens any more; make another admin token first */
-    if (!strcmp(l.found.role, "admin") && l.found.revoked_ms < 0 && !l.active_admins) {
+    else if (!strcmp(l.found.role, "admin") && !strcmp(token_state(&l.found, l.now_ms), "active") &&
+             !l.active_admins)
         http_reply_error(rp, 409,
                          "token %lld is the last active admin token: create another admin "
                          "token before revoking it",
                          (long long)id);
-        return;
-    }
-    int64_t now = server_now_ms();
-    int r = store_token_revoke(s->store, id, now);
-    if (r == -EALREADY) {
+    else if ((r = store_token_revoke(s->store, id, now)) == -EALREADY)
         http_reply_error(rp, 409, "token %lld was revoked already", (long long)id);
-        return;
-    }
-    if (r == -ENOENT) {
+    else if (r == -ENOENT)
         http_reply_error(rp, 404, "no token %lld", (long long)id);
-        return;
-    }
-    if (r < 0) {
+    else if (r < 0)
         http_reply_error(rp, 500, "cannot revoke token %lld: the store failed", (long long)id);
+    pthread_mutex_unlock(&revoke_lock);
+    if (rp->status)
         return;
-    }
     /* durable first, then forgotten: from here the token's next request asks the store */
     auth_cache_forget(s->auth_cache, id);
     l.found.revoked_ms = now;

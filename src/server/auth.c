@@ -88,6 +88,9 @@ int auth_token_create(Store *store, const AuthTokenSpec *spec, int64_t now_ms,
 {
     StoreToken t = {.created_ms = now_ms, .expires_ms = spec->expires_ms, .revoked_ms = -1};
     snprintf(t.role, sizeof(t.role), "%s", role_name(spec->role));
+    _Static_assert(sizeof(t.team) == sizeof(t.node) && sizeof(t.node) == sizeof(t.name) &&
+                       sizeof(t.name) == sizeof(t.user),
+                   "the fields below are copied with one size");
     const char *fields[] = {spec->team, spec->node, spec->name, spec->user};
     char *dst[] = {t.team, t.node, t.name, t.user};
     for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
@@ -353,8 +356,8 @@ static int sync_dir(const char *dir)
 }
 
 /* Write token to path whole or not at all: a temporary file (created afresh with
- * O_EXCL, so no link planted there is followed), synced, renamed over nothing (link
- * then unlink: an existing path is never replaced), the directory synced. */
+ * O_EXCL, so no link planted there is followed), synced, then linked to path (unlike
+ * rename, link never replaces a path that exists) and unlinked, the directory synced. */
 static int write_token_file(const char *dir, const char *path, const char *token, Buf *err)
 {
     _cleanup_free_ char *tmp = NULL;

@@ -78,7 +78,7 @@ int64_t auth_cache_last_used(AuthCache *c, int64_t token_id);
 
 /* On a store without tokens, make the first admin token (user "admin") and have it in
  * <data_dir>/admin.token (mode 0600). The file owns the secret and is written first
- * (to admin.token.tmp, synced, renamed, the directory synced); the store's hash
+ * (to admin.token.tmp, synced, linked into place, the directory synced); the store's hash
  * follows. A first start killed between the two leaves the file alone: the next start
  * finds it (a well-formed token, a regular file of ours, mode 0600) and registers its
  * hash instead of making another. A malformed or foreign file is refused with a
