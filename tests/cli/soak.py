@@ -52,6 +52,7 @@ def plan(seed):
     agents = env_int("SOAK_AGENT_RESTARTS", 20)
     seconds = env_float("SOAK_SECONDS", 60.0)
     nodes = os.environ.get("SOAK_NODES", "h100-0 h100-1").split()
+    signals = os.environ.get("SOAK_AGENT_SIGNALS", "TERM KILL").split()
     mean = seconds / max(kills, 1)
     steps = ["server"] * kills + ["agent"] * agents
     # the first step is a server uptime, so that clients are under way before anything dies
@@ -64,7 +65,7 @@ def plan(seed):
         else:
             # down for less than the server's --lost-after-ms (3 s in sys.sh): a restart,
             # not a lost node
-            print("agent %s %s %.3f" % (rng.choice(nodes), rng.choice(["TERM", "KILL"]),
+            print("agent %s %s %.3f" % (rng.choice(nodes), rng.choice(signals),
                                         rng.uniform(0.0, 1.5)))
 
 

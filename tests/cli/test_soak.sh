@@ -2,11 +2,12 @@
 # test_soak.sh: the soak. Concurrent clients submit short jobs, cancel them and change
 # their priorities against a real server with two agents on simulated GPUs, while the
 # server is SIGKILLed at random (SOAK_KILLS times, 100 by default) and the agents are
-# restarted (SOAK_AGENT_RESTARTS times, 20 by default; SIGTERM or SIGKILL). Then the
-# queue drains and tests/cli/soak.py judges: no acknowledged submission, cancel or
-# priority change lost or duplicated, no job failed (every command exits 0), none left
-# unfinished, and the server's view, its view after one more SIGKILL and the database
-# agree. The schedule and the clients draw from one seed, printed at the start.
+# restarted (SOAK_AGENT_RESTARTS times, 20 by default, with SIGTERM or SIGKILL drawn
+# from SOAK_AGENT_SIGNALS, "TERM KILL"). Then the queue drains and tests/cli/soak.py
+# judges: no acknowledged submission, cancel or priority change lost or duplicated, no
+# job failed (every command exits 0), none left unfinished, and the server's view, its
+# view after one more SIGKILL and the database agree. The plan and the clients' choices
+# come from one seed, printed at the start (the timing of a replay differs).
 # Environment: SOAK_SEED (replay a run), SOAK_KILLS, SOAK_AGENT_RESTARTS, SOAK_SECONDS
 # (the servers' summed uptime, 60 by default), SOAK_CLIENTS (4), SOAK_PAUSE_S (0.4, a
 # client's mean pause between requests), SOAK_DRAIN_S (180, the longest wait for the
