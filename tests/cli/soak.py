@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-# soak.py: the driver of test_soak.sh (Python 3 standard library only). Three parts:
+# soak.py: the driver of test_soak.sh (Python 3 standard library only), one command each:
 #   plan SEED      the seeded schedule of server SIGKILLs and agent restarts, one line
 #                  per action, which the shell script carries out with sys.sh's helpers;
 #   clients ...    concurrent clients submitting, cancelling and changing priorities
 #                  against the server as it is killed and restarted, writing every
 #                  request and what came of it (acknowledged, refused, or unknown: the
 #                  server died under it) to a journal;
+#   events ...     every job's events, for the verdict on a failed job and the figures;
 #   check ...      the verdict: every acknowledged change is in the server's view once,
 #                  as acknowledged; every job whose command exits 0 succeeded unless an
 #                  acknowledged cancel stopped it; the view after one more SIGKILL and
-#                  the database itself agree with the view before it.
+#                  the database itself agree with the view before it;
+#   tamper ...     copies of the views with faults planted, on which check must fail.
 # Not a test itself (no test_ prefix).
 import glob
 import json
@@ -45,13 +47,13 @@ def plan(seed):
     """Lines 'server UPTIME_S' (let the server run that long, then SIGKILL it and start
     it again) and 'agent NODE SIGNAL DOWN_S' (stop that agent with SIGNAL, and start it
     again DOWN_S after it has gone). The agent restarts fall between server kills, spread
-    over the run. The mean uptime is SOAK_SECONDS / SOAK_KILLS: the whole run lasts that
-    plus what the restarts themselves take."""
+    over the run. The mean uptime is SOAK_SECONDS / SOAK_KILLS: the whole run lasts
+    SOAK_SECONDS plus what the restarts themselves take."""
     rng = random.Random(seed)
     kills = env_int("SOAK_KILLS", 100)
     agents = env_int("SOAK_AGENT_RESTARTS", 20)
     seconds = env_float("SOAK_SECONDS", 60.0)
-    nodes = os.environ.get("SOAK_NODES", "h100-0 h100-1").split()
+    nodes = ["h100-0", "h100-1"]  # the agents test_soak.sh starts
     signals = os.environ.get("SOAK_AGENT_SIGNALS", "TERM KILL").split()
     mean = seconds / max(kills, 1)
     steps = ["server"] * kills + ["agent"] * agents
@@ -146,19 +148,32 @@ def client(k, api, seed, stop, journal, lock, tmp):
 
 
 def clients(url, token_file, journal_path, seed, stop_file, tmp):
+    """Runs the clients until stop_file exists; exits 1 when one of them broke (its
+    requests would be missing from the soak unnoticed otherwise)."""
     api = Api(url, token_file)
     stop = threading.Event()
     lock = threading.Lock()
+    broke = []
+
+    def run(k):
+        try:
+            client(k, api, seed, stop, journal, lock, tmp)
+        except Exception as e:
+            broke.append(k)
+            print("soak: client %d broke: %r" % (k, e), file=sys.stderr)
+            stop.set()
+
     with open(journal_path, "a") as journal:
-        ts = [threading.Thread(target=client, args=(k, api, seed, stop, journal, lock, tmp))
-              for k in range(env_int("SOAK_CLIENTS", 4))]
+        ts = [threading.Thread(target=run, args=(k,)) for k in range(env_int("SOAK_CLIENTS", 4))]
         for t in ts:
             t.start()
-        while not os.path.exists(stop_file):
+        while not os.path.exists(stop_file) and not stop.is_set():
             time.sleep(0.1)
         stop.set()
         for t in ts:
             t.join()
+    if broke:
+        sys.exit(1)
 
 
 # ---- check --------------------------------------------------------------------------
@@ -256,11 +271,12 @@ def check(journal_path, before_path, after_path, db, events_path, figures_path, 
     # 409 for a cancel: the job had ended; for a priority change: likewise. Both leave it be.
 
     failed, stuck, lost_cancel, lost_prio, wrongly_cancelled = [], [], 0, 0, 0
-    for o in acked:
-        j = by_id.get(o["id"])
-        if not j:
-            continue
+    # every job, those of unanswered submissions too (nobody cancelled them: no id came)
+    submitted = {o["name"]: o for o in acked + unknown}
+    for j in before:
         id = j["id"]
+        if id not in prio and j["name"] in submitted:
+            prio[id] = [(submitted[j["name"]]["priority"], True)]
         if j["state"] not in ENDED:
             stuck.append(j)
         if id in cancel_acked and j["state"] != "cancelled":
@@ -272,7 +288,9 @@ def check(journal_path, before_path, after_path, db, events_path, figures_path, 
         if j["state"] == "failed":
             failed.append(j)
         # the last acknowledged priority, or one sent after it whose reply was lost
-        seq = prio[id]
+        seq = prio.get(id)
+        if not seq:
+            continue  # never submitted: said above
         last = max(i for i, (_, ack) in enumerate(seq) if ack)
         allowed = {p for p, _ in seq[last:]}
         if j["priority"] not in allowed:

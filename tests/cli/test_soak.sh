@@ -6,14 +6,15 @@
 # from SOAK_AGENT_SIGNALS, "TERM KILL"). Then the queue drains and tests/cli/soak.py
 # judges: no acknowledged submission, cancel or priority change lost or duplicated, no
 # job failed (every command exits 0), none left unfinished, and the server's view, its
-# view after one more SIGKILL and the database agree. The plan and the clients' choices
-# come from one seed, printed at the start (the timing of a replay differs).
+# view after one more SIGKILL and the database agree. The plan and the clients' random
+# sources come from one seed, printed at the start: a replay kills and restarts the
+# same way, though the timing (which request meets a dead server) differs.
 # Environment: SOAK_SEED (replay a run), SOAK_KILLS, SOAK_AGENT_RESTARTS, SOAK_SECONDS
 # (the servers' summed uptime, 60 by default), SOAK_CLIENTS (4), SOAK_PAUSE_S (0.4, a
 # client's mean pause between requests), SOAK_DRAIN_S (180, the longest wait for the
 # queue to empty), SOAK_KEEP (a folder to copy the journal, views, logs and database
 # to). A longer soak by hand, e.g.:
-#   SOAK_KILLS=1000 SOAK_AGENT_RESTARTS=200 SOAK_SECONDS=900 tests/cli/test_soak.sh build/gpuorch
+#   SOAK_KILLS=1000 SOAK_AGENT_RESTARTS=200 SOAK_SECONDS=900 tests/cli/test_soak.sh build-test/gpuorch
 # Usage: test_soak.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
