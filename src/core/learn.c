@@ -219,6 +219,12 @@ uint64_t learn_granted_mib(const Cluster *c, const WorkerAlloc *wa)
     return mib;
 }
 
+uint64_t learn_per_gpu(const WorkerAlloc *wa, uint64_t mib)
+{
+    uint64_t n = wa->n_grants ? wa->n_grants : 1;
+    return mib / n + (mib % n != 0);
+}
+
 int learn_size_request(const Learn *l, const Cluster *c, const JobSpec *spec, Request *req)
 {
     uint64_t want = learn_memory_for(l, spec);

@@ -17,7 +17,9 @@
 # viewer, another team's lead and an agent, and done by the team's lead or an admin
 # (`gpuorch learned reset`, the name percent-encoded); the class's waiting job is sized
 # back to what it asks (a "resized" event); the server logs who reset what; the resets
-# survive a SIGKILL and restart, and search's job of the class is accepted again.
+# survive a SIGKILL and restart, and search's job of the class is accepted again. A class
+# learns per GPU: a job of four L4s that runs out of memory asks a fifth above one L4's
+# memory, not above all four's.
 # Usage: test_sys_class_teams.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
@@ -173,4 +175,20 @@ wait_nodes 1
 as "$SEARCH" POST /api/v1/jobs "$(job search fake-3 research/llama gpus A100-80GB 1)"
 [ "$STATUS" = 201 ] || fail "search's fake-3 after the reset and a restart answered $STATUS: $(cat "$T/out")"
 [ "$(events "$WAITING")" = "submit" ] || fail "research's llama-1 after the restart: $(events "$WAITING")"
+
+# a class learns per GPU: a worker of four L4s (4 x 24,576 MiB) that runs out of memory
+# needs a fifth above 24,576 per GPU, 29,492, which an H100 holds (it waits for one),
+# not a fifth above the 98,304 of all four, which no GPU here has
+start_agent l4-0 sim:L4:4
+wait_nodes 2
+as "$RESEARCH" POST /api/v1/jobs "$(job research wide-1 "" gpus L4 999999 | sed 's/"gpus": 1/"gpus": 4/; s/\["L4"\]/["L4", "H100-80GB-SXM5"]/')"
+[ "$STATUS" = 201 ] || fail "research's wide-1 answered $STATUS: $(cat "$T/out")"
+WIDE=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/out")
+wait_for "$WIDE" '[e["type"] for e in d["events"]][-1:] == ["requeue"] or d["state"] == "failed"' 60
+[ "$(events "$WIDE")" = "submit start oom requeue" ] || fail "wide-1's events: $(events "$WIDE")"
+case "$(event_detail "$WIDE" oom)" in
+"rank 0 ran out of GPU memory in the 98304 MiB it was given"*"; workload class research/wide now asks 29492 MiB") ;;
+*) fail "wide-1's oom event says: $(event_detail "$WIDE" oom)" ;;
+esac
+[ "$(classes '?team=research')" = "research/wide research 29492 1 True" ] || fail "research's classes: $(classes '?team=research')"
 echo "ok: test_sys_class_teams"

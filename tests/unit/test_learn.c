@@ -653,6 +653,44 @@ static void test_sim_oom_beyond_every_gpu_is_unschedulable(void **state)
     world_free(&w);
 }
 
+/* Rule: a class learns per GPU. One node of two A100-40GB (40,960 MiB each), listed
+ * first, and one of two A100-80GB. t-1 (research, 2 whole GPUs, peak 90,000 MiB over
+ * both, 100 s of work) starts on the A100-40GBs at 0 (first fit) and runs out of memory
+ * at 30 s (90,000 > 81,920): per GPU it reached 45,000 in 40,960, so the class needs a
+ * fifth above 45,000, 54,000 per GPU, which the A100-80GB holds: t-1 runs there from
+ * 30 s and finishes at 130 s. (It failed by learning 108,000, a fifth above the
+ * worker's 90,000 over two GPUs, more than any one GPU has: t-1 was unschedulable.)
+ * learn_per_gpu splits a worker's total over its grants, rounded up. */
+static void test_sim_oom_learns_per_gpu(void **state)
+{
+    (void)state;
+    WorkerAlloc wa = {.n_grants = 2};
+    assert_int_equal(learn_per_gpu(&wa, 90000), 45000);
+    assert_int_equal(learn_per_gpu(&wa, 90001), 45001);
+    wa.n_grants = 0;
+    assert_int_equal(learn_per_gpu(&wa, 7), 7);
+    World w;
+    world_init(&w,
+               "name: t\n"
+               "pools:\n"
+               "  - {name: s, tier: owned, nodes: 1, node: {gpu_model: A100-40GB, gpus: 2}}\n"
+               "  - {name: b, tier: owned, nodes: 1, node: {gpu_model: A100-80GB, gpus: 2}}\n",
+               "id,team,kind,gpus,submit_s,duration_s,peak_memory_mib\n"
+               "t-1,research,training,2,0,100,90000\n");
+    RunResult r;
+    run(&w, &r);
+    assert_int_equal(r.time.oom_failures, 1);
+    assert_int_equal(r.time.oom_repeats, 0);
+    assert_int_equal(r.time.unschedulable, 0);
+    assert_int_equal(r.time.finished, 1);
+    event_is(&r, "start", "t-1", 0, 0, "\"node\": \"s-0\"");
+    event_is(&r, "oom", "t-1", 0, 30000, NULL);
+    event_is(&r, "start", "t-1", 1, 30000, "\"node\": \"b-0\"");
+    event_is(&r, "finish", "t-1", 0, 130000, NULL);
+    run_result_free(&r);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_sim_fraction_oom_does_not_repeat),
         cmocka_unit_test(test_sim_waiting_job_is_sized_when_its_class_learns),
         cmocka_unit_test(test_sim_oom_beyond_every_gpu_is_unschedulable),
+        cmocka_unit_test(test_sim_oom_learns_per_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
