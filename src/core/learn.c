@@ -63,7 +63,12 @@ bool learn_class_of(const JobSpec *j, char *out, size_t outlen)
         if (n == 0)
             n = strlen(name);
     }
-    n = MIN(n, outlen - 1 - at);
+    if (n > outlen - 1 - at) {
+        /* cut before a character, not inside one: the key stays UTF-8 (JSON) */
+        n = outlen - 1 - at;
+        while (n > 0 && ((unsigned char)name[n] & 0xC0) == 0x80)
+            n--;
+    }
     memcpy(out + at, name, n);
     out[at + n] = '\0';
     return true;

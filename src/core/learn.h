@@ -36,7 +36,8 @@ typedef struct Learn {
 } Learn;
 
 void learn_free(Learn *l);
-/* The key of a job's class, written into out (at most outlen bytes, NAME cut to fit).
+/* The key of a job's class, written into out (at most outlen bytes, NAME cut to fit,
+ * before a UTF-8 character, never inside one).
  * The team is never cut: when it does not fit, out is "" and false is returned, and the
  * job learns nothing (learn_record and learn_oom refuse ""). */
 bool learn_class_of(const JobSpec *j, char *out, size_t outlen);

@@ -86,10 +86,10 @@ static int resize_waiting(Server *s, const char *cls, const char *by, Changes *c
             resized++;
         }
         int e = sched_enqueue(&s->sched, &j->sj);
-        if (r >= 0 && e < 0)
-            r = e;
-        if (r < 0)
-            return r;
+        /* a job the cluster can no longer run as written keeps its size (it failed
+         * admission against this cluster only if the cluster file changed) */
+        if (r == -ENOMEM || e < 0)
+            return r == -ENOMEM ? r : e;
     }
     return resized;
 }

@@ -189,6 +189,12 @@ static void test_class_truncated(void **state)
     j = spec("search", "x", "serving-llm");
     assert_true(learn_class_of(&j, out, 12));
     assert_string_equal(out, "search/serv");
+    /* "é" is two bytes: a cut that would split it drops it whole */
+    j = spec("search", "x", "ab\xc3\xa9");
+    assert_true(learn_class_of(&j, out, 12));
+    assert_string_equal(out, "search/ab\xc3\xa9");
+    assert_true(learn_class_of(&j, out, 11));
+    assert_string_equal(out, "search/ab");
 
     Learn l = {0};
     assert_int_equal(learn_record(&l, "", 1000), -EINVAL);
