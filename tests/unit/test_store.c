@@ -781,6 +781,10 @@ static void test_learned(void **state)
     assert_string_equal(after.text, "ads/embed 9000/0; ");
 }
 
+/* The schema step that keys learned rows by team (migrations.c). The test below takes a
+ * store back to the version before it; a step added after it must be undone there too. */
+#define LEARNED_BY_TEAM_VERSION 7
+
 /* A store from before classes belonged to teams (schema version 6) holds keys that are
  * any job's `class` text. The step that takes it to 7 drops the rows another team's
  * out-of-memory failure taught (search's job with class "research/llama" taught
@@ -812,17 +816,18 @@ static void test_learned_migration(void **state)
     f->s = NULL;
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "DELETE FROM schema_version WHERE version >= 7;"
-                                  "INSERT INTO learned_memory VALUES"
-                                  " ('research/llama', 98304, 1), ('search/serve', 11674, 1),"
-                                  " ('serving-llm', 40000, 2), ('research/train', 30000, 1),"
-                                  " ('50%/x', 1000, 1)",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "DELETE FROM schema_version WHERE version >= %d;"
+             "INSERT INTO learned_memory VALUES"
+             " ('research/llama', 98304, 1), ('search/serve', 11674, 1),"
+             " ('serving-llm', 40000, 2), ('research/train', 30000, 1),"
+             " ('50%%/x', 1000, 1)",
+             LEARNED_BY_TEAM_VERSION);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
     reopen(f);
-    assert_true(store_schema_version(f->s) >= 7);
+    assert_true(store_schema_version(f->s) >= LEARNED_BY_TEAM_VERSION);
     Seen s = {0};
     assert_int_equal(store_learned_load(f->s, see_learned, &s), 0);
     assert_string_equal(s.text, "50%25/x 1000/1; research/train 30000/1; search/serve 11674/1; ");
