@@ -224,10 +224,11 @@ uint64_t learn_granted_mib(const Cluster *c, const WorkerAlloc *wa)
     return mib;
 }
 
-uint64_t learn_per_gpu(const WorkerAlloc *wa, uint64_t mib)
+uint64_t learn_per_gpu(const Cluster *c, const WorkerAlloc *wa, uint64_t mib)
 {
     uint64_t n = wa->n_grants ? wa->n_grants : 1;
-    return mib / n + (mib % n != 0);
+    uint64_t per = mib / n + (mib % n != 0);
+    return MIN(per, node_model(c, &c->nodes[wa->node])->memory_mib);
 }
 
 int learn_size_request(const Learn *l, const Cluster *c, const JobSpec *spec, Request *req)

@@ -79,10 +79,12 @@ bool learn_fits(const Cluster *c, uint64_t mib);
 uint64_t learn_granted_mib(const Cluster *c, const WorkerAlloc *wa);
 /* What a class learns is per GPU (per whole GPU, MIG instance or share), as
  * learn_size_request sizes one: mib, a worker's total over its grants (its peak, or
- * learn_granted_mib), split evenly over them, rounded up. A worker of two whole GPUs that
- * ran out of memory in 2 x 40,960 MiB needs a fifth above 40,960 per GPU, not above
- * 81,920, which no GPU has. */
-uint64_t learn_per_gpu(const WorkerAlloc *wa, uint64_t mib);
+ * learn_granted_mib), split evenly over them, rounded up, and never more than one GPU
+ * of the worker's node has (no process holds more; a peak reported above it is
+ * wrong). A worker of two whole GPUs that ran out of memory in 2 x 40,960 MiB needs a
+ * fifth above 40,960 per GPU, not above 81,920, which no GPU has. So one run teaches
+ * its class at most a fifth above the memory of the GPUs it ran on. */
+uint64_t learn_per_gpu(const Cluster *c, const WorkerAlloc *wa, uint64_t mib);
 
 /* Size req, built from spec, from what the class is known to need: a slice, share or
  * fraction grows to the smallest that holds the learned peak, whole GPUs keep to the

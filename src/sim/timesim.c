@@ -899,8 +899,8 @@ static int on_oom(TimeSim *s, uint32_t j)
     const WorkerAlloc *wa = least_worker(s->c, &sj->sj.pl);
     if (!wa)
         return -EINVAL; /* only a job given GPU memory overruns it */
-    int before = learn_oom(&s->learn, cls, learn_per_gpu(wa, spec->peak_memory_mib),
-                           learn_per_gpu(wa, learn_granted_mib(s->c, wa)));
+    int before = learn_oom(&s->learn, cls, learn_per_gpu(s->c, wa, spec->peak_memory_mib),
+                           learn_per_gpu(s->c, wa, learn_granted_mib(s->c, wa)));
     if (before < 0)
         return before;
     if (before > 0)

@@ -662,19 +662,16 @@ static void test_sim_oom_beyond_every_gpu_is_unschedulable(void **state)
 /* Rule: a class learns per GPU. One node of two A100-40GB (40,960 MiB each), listed
  * first, and one of two A100-80GB. t-1 (research, 2 whole GPUs, peak 90,000 MiB over
  * both, 100 s of work) starts on the A100-40GBs at 0 (first fit) and runs out of memory
- * at 30 s (90,000 > 81,920): per GPU it reached 45,000 in 40,960, so the class needs a
- * fifth above 45,000, 54,000 per GPU, which the A100-80GB holds: t-1 runs there from
- * 30 s and finishes at 130 s. (It failed by learning 108,000, a fifth above the
- * worker's 90,000 over two GPUs, more than any one GPU has: t-1 was unschedulable.)
- * learn_per_gpu splits a worker's total over its grants, rounded up. */
+ * at 30 s (90,000 > 81,920): per GPU it was given 40,960 and reached all of it, so the
+ * class needs a fifth above 40,960, 49,152 per GPU, which the A100-80GB holds: t-1 runs
+ * there from 30 s and finishes at 130 s. (It failed by learning 108,000, a fifth above
+ * the worker's 90,000 over two GPUs, more than any one GPU has: t-1 was unschedulable.)
+ * learn_per_gpu splits a worker's total over its grants, rounded up, and never says
+ * more than one GPU of its node has: 90,000 or 100,000 over two A100-40GB is 40,960
+ * per GPU, so a peak reported wrong teaches no more than a fifth above the GPU. */
 static void test_sim_oom_learns_per_gpu(void **state)
 {
     (void)state;
-    WorkerAlloc wa = {.n_grants = 2};
-    assert_int_equal(learn_per_gpu(&wa, 90000), 45000);
-    assert_int_equal(learn_per_gpu(&wa, 90001), 45001);
-    wa.n_grants = 0;
-    assert_int_equal(learn_per_gpu(&wa, 7), 7);
     World w;
     world_init(&w,
                "name: t\n"
@@ -683,6 +680,16 @@ static void test_sim_oom_learns_per_gpu(void **state)
                "  - {name: b, tier: owned, nodes: 1, node: {gpu_model: A100-80GB, gpus: 2}}\n",
                "id,team,kind,gpus,submit_s,duration_s,peak_memory_mib\n"
                "t-1,research,training,2,0,100,90000\n");
+    uint32_t s0 = 0;
+    while (s0 < w.c->n_nodes && strcmp(w.c->nodes[s0].name, "s-0"))
+        s0++;
+    assert_true(s0 < w.c->n_nodes);
+    WorkerAlloc wa = {.node = s0, .n_grants = 2};
+    assert_int_equal(learn_per_gpu(w.c, &wa, 90000), 40960);
+    assert_int_equal(learn_per_gpu(w.c, &wa, 80001), 40001);
+    assert_int_equal(learn_per_gpu(w.c, &wa, 100000), 40960);
+    wa.n_grants = 0;
+    assert_int_equal(learn_per_gpu(w.c, &wa, 7), 7);
     RunResult r;
     run(&w, &r);
     assert_int_equal(r.time.oom_failures, 1);
