@@ -5,10 +5,12 @@
  *
  * Routing, authentication and the size limit are decided here once, so a handler
  * never sees a request it may not serve. Only server errors (5xx) are logged: a
- * benchmark sends thousands of requests a second. */
+ * benchmark sends thousands of requests a second; every mutating request also goes to
+ * the audit log (audit.h), from the one hook in on_request. */
 #include "server/http.h"
 
 #include "server/api.h"
+#include "server/audit.h"
 #include "server/auth.h"
 #include "server/web.h"
 #include "util/log.h"
@@ -61,6 +63,8 @@ static const Route routes[] = {
     {"PUT", "/api/v1/teams/{}", ACT_ADMIN, api_team_put},
     {"GET", "/api/v1/usage", ACT_READ, api_usage},
     {"POST", "/api/v1/tokens", ACT_ADMIN, api_tokens_create},
+    {"GET", "/api/v1/tokens", ACT_READ, api_tokens_list},
+    {"DELETE", "/api/v1/tokens/{}", ACT_ADMIN, api_tokens_revoke},
     {"POST", "/api/v1/agent/heartbeat", ACT_AGENT, api_agent_heartbeat},
     {"POST", "/api/v1/agent/logs/{}/{}", ACT_AGENT, api_agent_logs},
 };
@@ -69,6 +73,7 @@ struct HttpServer {
     struct MHD_Daemon *d;
     Server *s;
     AuthCache *cache;
+    Audit *audit;
     char *web_dir; /* the portal's files, or NULL: none served */
 };
 
@@ -195,10 +200,8 @@ static int route_request(HttpServer *h, struct MHD_Connection *conn, const char 
 
     const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     int r = auth_cache_resolve(h->cache, h->s, authz, &ctx->who);
-    if (r == -EACCES) {
-        refuse(ctx, 401,
-               authz ? "the token is not known to this server"
-                     : "no token: send 'Authorization: Bearer TOKEN'");
+    if (r == -EACCES || r == -EKEYREVOKED || r == -EKEYEXPIRED) {
+        refuse(ctx, 401, "%s", auth_refusal(r, authz));
         return 0;
     }
     if (r < 0) {
@@ -303,6 +306,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         else
             web_reply(h->web_dir, url, &rp);
     }
+    /* the audit log's one hook: every request is seen here with its caller and reply */
+    bool authed = ctx->route && ctx->route->action != ACT_PUBLIC && ctx->refuse != 401;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    audit_request(h->audit, method, url, authed ? &ctx->who : NULL,
+                  ctx->route && ctx->route->action == ACT_AGENT, &rp, ci ? ci->client_addr : NULL,
+                  server_now_ms());
     enum MHD_Result ret =
         send_reply(conn, method, url, &rp, ctx->refuse == 405 ? ctx->allow : NULL);
     buf_free(&rp.body);
@@ -512,6 +522,13 @@ int http_server_start(Server *s, HttpListener *l, const char *web_dir, HttpServe
         free(h);
         return -ENOMEM;
     }
+    int r = audit_open(s->opt.data_dir, &h->audit, err);
+    if (r < 0) {
+        auth_cache_free(h->cache);
+        free(h->web_dir);
+        free(h);
+        return r;
+    }
     unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (l->v6)
         flags |= MHD_USE_IPv6;
@@ -522,6 +539,7 @@ int http_server_start(Server *s, HttpListener *l, const char *web_dir, HttpServe
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONN_TIMEOUT,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
     if (!h->d) {
+        audit_close(h->audit);
         auth_cache_free(h->cache);
         free(h->web_dir);
         free(h);
@@ -529,6 +547,7 @@ int http_server_start(Server *s, HttpListener *l, const char *web_dir, HttpServe
         return -EIO;
     }
     l->fd = -1; /* the daemon's now */
+    s->auth_cache = h->cache;
     *ret = h;
     return 0;
 }
@@ -544,7 +563,9 @@ void http_server_stop(HttpServer *h)
     if (!h)
         return;
     MHD_stop_daemon(h->d);
+    h->s->auth_cache = NULL;
     auth_cache_free(h->cache);
+    audit_close(h->audit);
     free(h->web_dir);
     free(h);
 }

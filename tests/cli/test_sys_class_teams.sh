@@ -164,6 +164,9 @@ esac
 [ "$(classes)" = "" ] || fail "GET /learned after the resets: $(classes)"
 grep -q 'event=learned_reset class="search/llama 70b" by="admin token' "$T/server.log" || fail "the server did not log the reset"
 grep -q 'event=learned_reset class="search/research/llama" by="lead token' "$T/server.log" || fail "the server did not log the lead's reset"
+# the audit log has every reset asked for, the refused ones too
+grep "DELETE" "$T/var/audit.log" | grep -q "/api/v1/learned/search/research/llama" ||
+    fail "the audit log lacks the resets: $(tail -5 "$T/var/audit.log")"
 
 # the resets are durable: after a SIGKILL and a restart nothing is learned, and search's
 # job of the class it had poisoned for itself is accepted again
