@@ -1,8 +1,8 @@
 /* client_cluster.c: the commands about the cluster rather than one job: `gpuorch
- * nodes` (the GPU and MIG map), `learned` (GPU memory per workload class), `teams` (quotas and what
- * each team holds; setting a quota) and `usage` (chargeback); `token` is in client_tokens.c. As in
- * client_jobs.c, arguments are checked before anything is sent, and -o json prints the server's
- * reply as it came.
+ * nodes` (the GPU and MIG map), `teams` (quotas and what each team holds; setting a
+ * quota) and `usage` (chargeback); `token` is in client_tokens.c, `learned` in
+ * client_learned.c. As in client_jobs.c, arguments are checked before anything is sent,
+ * and -o json prints the server's reply as it came.
  */
 #include "cli/cli.h"
 #include "cli/client.h"
@@ -71,23 +71,6 @@ static int show_command(int argc, char **argv, const char *name, void (*usage)(F
 int cmd_nodes(int argc, char **argv)
 {
     return show_command(argc, argv, "nodes", nodes_usage, "/api/v1/nodes", view_nodes);
-}
-
-/* ---- learned ---- */
-
-static void learned_usage(FILE *f)
-{
-    fprintf(f, "usage: gpuorch learned [OPTIONS]\n\n"
-               "Shows the GPU memory the server has learned per workload class (a job's 'class',\n"
-               "or its team and its name without a trailing number): the least its next job\n"
-               "asks, a fifth above what a job of it overran when it ran out of GPU memory,\n"
-               "and how many times that happened.\n\n"
-               "  -o, --output FORMAT  table (default) or json: the server's reply\n" CLIENT_HELP);
-}
-
-int cmd_learned(int argc, char **argv)
-{
-    return show_command(argc, argv, "learned", learned_usage, "/api/v1/learned", view_learned);
 }
 
 /* ---- teams ---- */

@@ -733,6 +733,7 @@ static const TableCol learned_cols[] = {
     {"CLASS", COL_LEFT, 48, 12, 1},
     {"ASKS AT LEAST", COL_RIGHT, 0, 0, 0},
     {"OOMS", COL_RIGHT, 0, 0, 0},
+    {"FITS", COL_LEFT, 0, 0, 0},
 };
 
 int view_learned(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf *err)
@@ -760,10 +761,30 @@ int view_learned(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Bu
         double mib = (double)json_integer_value(json_object_get(e, "peak_memory_mib"));
         table_cell(&t, "%.1f GiB", mib / 1024);
         table_cell(&t, "%lld", (long long)json_integer_value(json_object_get(e, "ooms")));
+        /* no: no GPU of the cluster holds it, and the class's jobs are refused */
+        const json_t *fits = json_object_get(e, "fits");
+        table_cell(&t, "%s", !json_is_boolean(fits) ? "-" : json_is_true(fits) ? "yes" : "no");
     }
     int r = table_render(&t, width, out);
     table_free(&t);
     return r;
+}
+
+int view_learned_reset(const json_t *reply, Buf *out, Buf *err)
+{
+    const char *cls = jstr(reply, "class");
+    if (!cls) {
+        buf_puts(err, "the server's reply names no 'class'");
+        return -EINVAL;
+    }
+    double mib = (double)json_integer_value(json_object_get(reply, "peak_memory_mib"));
+    long long ooms = (long long)json_integer_value(json_object_get(reply, "ooms"));
+    long long resized = (long long)json_integer_value(json_object_get(reply, "resized_jobs"));
+    buf_printf(out,
+               "reset %s: it asked at least %.1f GiB after %lld out-of-memory failure%s; %lld "
+               "waiting job%s resized\n",
+               cls, mib / 1024, ooms, ooms == 1 ? "" : "s", resized, resized == 1 ? "" : "s");
+    return out->oom ? -ENOMEM : 0;
 }
 
 /* ---- usage ---- */

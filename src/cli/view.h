@@ -28,6 +28,8 @@ int view_queue(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf 
 int view_nodes(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf *err);
 /* GET /learned: the GPU memory each workload class asks at least, and its OOMs. */
 int view_learned(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf *err);
+/* DELETE /learned/TEAM/NAME: the class reset, what it had learned, the jobs resized. */
+int view_learned_reset(const json_t *reply, Buf *out, Buf *err);
 /* GET /teams ({"teams": [...]}) or one team (GET or PUT /teams/{name}). */
 int view_teams(const json_t *reply, size_t width, Buf *out, Buf *err);
 /* GET /usage: the window, then one column per group_by key, GPU-HOURS, COST, JOBS

@@ -349,12 +349,13 @@ int admit_job(const Cluster *c, const Learn *l, const JobSpec *j, unsigned flags
         if (e < 0)
             return e;
         if (e == 2) {
-            char cls[256];
+            char cls[LEARN_CLASS_MAX];
             learn_class_of(j, cls, sizeof(cls));
             buf_printf(why,
                        "job %s cannot run on cluster %s: its workload class %s ran out of GPU "
-                       "memory and needs %llu MiB, more than any GPU here has",
-                       j->name, c->name, cls, (unsigned long long)learn_peak(l, cls));
+                       "memory and needs %llu MiB, more than any GPU here has (an admin or the "
+                       "team's lead can reset the class: gpuorch learned reset %s)",
+                       j->name, c->name, cls, (unsigned long long)learn_peak(l, cls), cls);
             return ADMIT_NEVER;
         }
     }

@@ -44,8 +44,11 @@ void api_tokens_revoke(Server *s, const HttpRequest *rq, HttpResponse *rp);
 /* api_whoami.c: the caller's role, team and token id */
 void api_whoami(Server *s, const HttpRequest *rq, HttpResponse *rp);
 
-/* api_learned.c: the GPU memory learned per workload class */
+/* api_learned.c: the GPU memory learned per workload class, and its reset */
 void api_learned(Server *s, const HttpRequest *rq, HttpResponse *rp);
+/* params[0] = the key; routed as a read, the handler lets only an admin or the lead of
+ * the key's team through (403) */
+void api_learned_reset(Server *s, const HttpRequest *rq, HttpResponse *rp);
 
 /* api_utilization.c: the last hour of utilisation samples (utilization.h) */
 void api_utilization(Server *s, const HttpRequest *rq, HttpResponse *rp);

@@ -50,6 +50,7 @@ static const Route routes[] = {
     {"GET", "/api/v1/whoami", ACT_READ, api_whoami},
     {"GET", "/api/v1/utilization", ACT_READ, api_utilization},
     {"GET", "/api/v1/learned", ACT_READ, api_learned},
+    {"DELETE", "/api/v1/learned/{*}", ACT_READ, api_learned_reset},
     {"POST", "/api/v1/jobs", ACT_SUBMIT, api_jobs_submit},
     {"GET", "/api/v1/jobs", ACT_READ, api_jobs_list},
     {"GET", "/api/v1/jobs/{}", ACT_READ, api_job_get},

@@ -372,8 +372,10 @@ static bool learn_oom_run(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         if (!wr->oom)
             continue;
         wr->oom = false; /* once per run: the teardown that follows comes back here */
-        uint64_t granted = learn_granted_mib(s->c, &j->sj.pl.workers[w]);
-        int before = learn_oom(&s->learn, cls, wr->peak_mib, granted);
+        const WorkerAlloc *wa = &j->sj.pl.workers[w];
+        uint64_t granted = learn_granted_mib(s->c, wa);
+        int before = learn_oom(&s->learn, cls, learn_per_gpu(s->c, wa, wr->peak_mib),
+                               learn_per_gpu(s->c, wa, granted));
         const LearnEntry *e = learn_find(&s->learn, cls);
         if (before < 0 || !e)
             continue;

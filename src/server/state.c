@@ -182,6 +182,24 @@ int server_job_size(Server *s, ServerJob *j)
     return r;
 }
 
+int server_job_size_afresh(Server *s, ServerJob *j)
+{
+    Request r;
+    Buf why = {0};
+    int rc = request_from_job(s->c, &j->spec, &r, &why);
+    buf_free(&why);
+    if (rc < 0)
+        return rc;
+    rc = learn_size_request(&s->learn, s->c, &j->spec, &r);
+    if (rc < 0)
+        return rc;
+    r.shape = shape_of(s, &r);
+    bool same = request_same_shape(&r, &j->sj.req);
+    j->sj.req = r;
+    j->gpu_equivalents = ask_equivalents(s->c, &r);
+    return same ? 0 : 1;
+}
+
 /* The core's view of a job, from its spec and record; -EINVAL with err when the
  * cluster cannot run it (422 at submission). A queued job is sized from what its class
  * learned; one that holds GPUs keeps what it holds until it is queued again. */

@@ -337,6 +337,9 @@ void server_job_node_shutdown(Server *s, ServerJob *j, uint32_t node, int64_t no
 /* Size a queued job from what its workload class learned (core/learn.h): 0 unchanged,
  * 1 resized, 2 when no GPU of the cluster holds what the class needs, -ENOMEM. */
 int server_job_size(Server *s, ServerJob *j);
+/* Size a queued job again from its spec and what its class learned now (after a class
+ * was reset, when it may ask less): 0 unchanged, 1 resized, a negative errno. */
+int server_job_size_afresh(Server *s, ServerJob *j);
 /* The list of jobs holding an allocation. */
 int server_hold(Server *s, ServerJob *j);
 void server_unhold(Server *s, ServerJob *j);

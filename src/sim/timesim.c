@@ -280,17 +280,27 @@ static int next_event(TimeSim *s, uint32_t j)
     return evq_push(&s->q, end, EV_FINISH, j, sj->epoch);
 }
 
-/* The least GPU memory a worker of the run was granted. */
-static uint64_t granted_mib(const Cluster *c, const Placement *pl)
+/* The worker of the run granted the least GPU memory (NULL when none holds a GPU). */
+static const WorkerAlloc *least_worker(const Cluster *c, const Placement *pl)
 {
-    uint64_t least = UINT64_MAX;
+    const WorkerAlloc *least = NULL;
+    uint64_t least_mib = UINT64_MAX;
     for (size_t w = 0; w < pl->n_workers; w++) {
         const WorkerAlloc *wa = &pl->workers[w];
         uint64_t mib = learn_granted_mib(c, wa);
-        if (wa->n_grants && mib < least)
-            least = mib;
+        if (wa->n_grants && mib < least_mib) {
+            least = wa;
+            least_mib = mib;
+        }
     }
     return least;
+}
+
+/* The least GPU memory a worker of the run was granted. */
+static uint64_t granted_mib(const Cluster *c, const Placement *pl)
+{
+    const WorkerAlloc *wa = least_worker(c, pl);
+    return wa ? learn_granted_mib(c, wa) : UINT64_MAX;
 }
 
 /* A run on spot nodes: a job that gives a checkpoint cost but no interval checkpoints
@@ -883,9 +893,14 @@ static int on_oom(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
     const JobSpec *spec = spec_of(s, j);
-    char cls[256];
+    char cls[LEARN_CLASS_MAX];
     learn_class_of(spec, cls, sizeof(cls));
-    int before = learn_oom(&s->learn, cls, spec->peak_memory_mib, granted_mib(s->c, &sj->sj.pl));
+    /* a job's peak is per worker, and what its class learns per GPU (learn_per_gpu) */
+    const WorkerAlloc *wa = least_worker(s->c, &sj->sj.pl);
+    if (!wa)
+        return -EINVAL; /* only a job given GPU memory overruns it */
+    int before = learn_oom(&s->learn, cls, learn_per_gpu(s->c, wa, spec->peak_memory_mib),
+                           learn_per_gpu(s->c, wa, learn_granted_mib(s->c, wa)));
     if (before < 0)
         return before;
     if (before > 0)

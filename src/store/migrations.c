@@ -115,6 +115,27 @@ static const Migration steps[] = {
      "ALTER TABLE jobs ADD COLUMN user TEXT;"
      "UPDATE jobs SET user = (SELECT t.user FROM tokens t WHERE t.id = jobs.owner "
      "AND t.user != '');"},
+    /* Before this step a job's explicit class was its key whatever its team, so one
+     * team's job could teach another team's class. Keys are now "TEAM/NAME" with TEAM the
+     * job's own team (core/learn.h). A row some other team's out-of-memory failure taught
+     * (its "oom" event names the class, the event's job is of another team) is dropped,
+     * so the next job of the class asks what it writes; a key without '/' (an explicit
+     * class of no team) is never read again and goes; the rest are the team's own and
+     * stay, a '%' in the team written %25 as keys now are. */
+    {"learned classes belong to a team: rows taught by another team's job are dropped",
+     "DELETE FROM learned_memory WHERE class IN ("
+     " SELECT c FROM (SELECT j.team AS team, substr(e.detail,"
+     "   instr(e.detail, 'workload class ') + 15,"
+     "   instr(e.detail, ' now asks ') - instr(e.detail, 'workload class ') - 15) AS c"
+     "  FROM events e JOIN jobs j ON j.id = e.job"
+     "  WHERE e.type = 'oom' AND instr(e.detail, 'workload class ') > 0"
+     "   AND instr(e.detail, ' now asks ') > instr(e.detail, 'workload class '))"
+     " WHERE substr(c, 1, length(coalesce(team, '')) + 1) != coalesce(team, '') || '/');"
+     "DELETE FROM learned_memory WHERE instr(class, '/') = 0;"
+     "UPDATE OR REPLACE learned_memory SET class ="
+     " replace(substr(class, 1, instr(class, '/') - 1), '%', '%25') ||"
+     " substr(class, instr(class, '/'))"
+     " WHERE instr(substr(class, 1, instr(class, '/') - 1), '%') > 0;"},
 };
 
 int migrations_latest(void)

@@ -38,6 +38,7 @@ const char *const sqlite_write_sql[WS_COUNT] = {
                    "ON CONFLICT (node, gpu_index) DO UPDATE SET layout_json = ?3",
     [WS_LEARNED_SET] = "INSERT INTO learned_memory (class, peak_mib, ooms) VALUES (?1, ?2, ?3) "
                        "ON CONFLICT (class) DO UPDATE SET peak_mib = ?2, ooms = ?3",
+    [WS_LEARNED_FORGET] = "DELETE FROM learned_memory WHERE class = ?",
     [WS_SPAN_OPEN] =
         "INSERT INTO node_spans (node, pool, model, tier, basis, gpus, "
         "price_micro_usd, start_ms, end_ms, open) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
@@ -163,6 +164,13 @@ static int set_learned(SqliteStore *db, const StoreLearned *l, Buf *err)
     return sqlite_run(db, db->wdb, st, err);
 }
 
+static int forget_learned(SqliteStore *db, const char *cls, Buf *err)
+{
+    sqlite3_stmt *st = db->ws[WS_LEARNED_FORGET];
+    bind_text(st, 1, cls);
+    return sqlite_run(db, db->wdb, st, err);
+}
+
 static int apply_write(SqliteStore *db, void *arg, Buf *err)
 {
     WritePart *p = arg;
@@ -178,6 +186,8 @@ static int apply_write(SqliteStore *db, void *arg, Buf *err)
         r = insert_usage(db, p, &w->usage[i], err);
     for (size_t i = 0; r == 0 && i < w->n_learned; i++)
         r = set_learned(db, &w->learned[i], err);
+    for (size_t i = 0; r == 0 && i < w->n_forget; i++)
+        r = forget_learned(db, w->forget[i], err);
     return r;
 }
 
@@ -191,7 +201,8 @@ static void publish_write(void *arg)
 int sqlite_write_store(Store *s, StoreWrite *w, Buf *err)
 {
     if ((w->n_inserts && !w->inserts) || (w->n_updates && !w->updates) ||
-        (w->n_events && !w->events) || (w->n_usage && !w->usage) || (w->n_learned && !w->learned))
+        (w->n_events && !w->events) || (w->n_usage && !w->usage) || (w->n_learned && !w->learned) ||
+        (w->n_forget && !w->forget))
         return -EINVAL;
     WritePart p = {.w = w, .ids = &p.one_id};
     if (w->n_inserts > 1 && !(p.ids = calloc(w->n_inserts, sizeof(*p.ids))))

@@ -94,7 +94,8 @@ int store_write(Store *s, StoreWrite *w, Buf *err)
 {
     if (!w)
         return -EINVAL;
-    if (!w->n_inserts && !w->n_updates && !w->n_events && !w->n_usage && !w->n_learned)
+    if (!w->n_inserts && !w->n_updates && !w->n_events && !w->n_usage && !w->n_learned &&
+        !w->n_forget)
         return 0;
     return s->ops->write(s, w, err);
 }

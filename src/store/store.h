@@ -91,7 +91,8 @@ typedef struct StoreLearned {
 
 /* One transaction: insert jobs (ids written back into inserts[i].id), update jobs
  * (every field but id, name, team, project, spec_json, owner and submit_ms), append
- * events and usage, set learned classes. All or nothing: a job requeued after running
+ * events and usage, set learned classes, forget learned classes (an admin's reset; a
+ * class not in the store is no error). All or nothing: a job requeued after running
  * out of memory and what its class learned from it are durable together. */
 typedef struct StoreWrite {
     StoreJob *inserts;
@@ -104,6 +105,8 @@ typedef struct StoreWrite {
     size_t n_usage;
     const StoreLearned *learned;
     size_t n_learned;
+    const char *const *forget; /* learned classes' keys */
+    size_t n_forget;
 } StoreWrite;
 
 int store_write(Store *s, StoreWrite *w, Buf *err);

@@ -93,11 +93,24 @@ run 2 "$GPUORCH" learned search
 err_has "gpuorch learned: unexpected argument 'search'"
 run 2 "$GPUORCH" learned -o csv
 err_has "gpuorch learned: -o must be table or json, not 'csv'"
+run 2 "$GPUORCH" learned reset
+err_has "gpuorch learned: reset: no class given (TEAM/NAME)"
+for key in search /serve search/; do
+    run 2 "$GPUORCH" learned reset "$key"
+    err_has "gpuorch learned: '$key' is not TEAM/NAME"
+done
+run 2 "$GPUORCH" learned reset search/serve search/other
+err_has "gpuorch learned: unexpected argument 'search/other'"
+run 2 "$GPUORCH" learned reset --team search search/serve
+err_has "usage: gpuorch learned"
+run 0 "$GPUORCH" learned reset --help
+out_has "gpuorch learned reset \[OPTIONS\] TEAM/NAME"
 
 # ---- the same commands, well formed, find no server ----
 run 1 "$GPUORCH" submit "$T/a.yaml"
 err_has "gpuorch submit: $T/a.yaml: cannot reach the gpuorch server at http://127.0.0.1:$PORT"
-for args in "queue" "cancel 17" "priority 17 high" "nodes" "learned" "teams" "teams search --set-burst 4" \
+for args in "queue" "cancel 17" "priority 17 high" "nodes" "learned" "learned --team search" \
+    "learned reset search/serve" "teams" "teams search --set-burst 4" \
     "usage --from 2026-01-01 --by tier" "logs 17" "logs -f 17" "token create --role viewer"; do
     # shellcheck disable=SC2086
     run 1 "$GPUORCH" $args

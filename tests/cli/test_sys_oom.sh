@@ -122,14 +122,14 @@ esac
 # what the server learned, as the CLI shows it
 "$GPUORCH" learned >"$T/learned.txt" 2>&1 || fail "gpuorch learned: $(cat "$T/learned.txt")"
 cat >"$T/learned.want" <<'TABLE'
-CLASS          ASKS AT LEAST  OOMS
-research/pair       11.4 GiB     1
-search/big          84.0 GiB     1
-search/serve        11.4 GiB     1
+CLASS          ASKS AT LEAST  OOMS  FITS
+research/pair       11.4 GiB     1  yes
+search/big          84.0 GiB     1  no
+search/serve        11.4 GiB     1  yes
 TABLE
 diff -u "$T/learned.want" "$T/learned.txt" >&2 || fail "gpuorch learned shows something else"
 api GET /api/v1/learned
-python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); sys.exit(0 if {"class": "search/serve", "peak_memory_mib": 11674, "ooms": 1} in d["classes"] else 1)' "$T/out" ||
+python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); sys.exit(0 if {"class": "search/serve", "team": "search", "name": "serve", "peak_memory_mib": 11674, "ooms": 1, "fits": True} in d["classes"] else 1)' "$T/out" ||
     fail "GET /learned: $(cat "$T/out")"
 
 # an ordinary failure is not retried

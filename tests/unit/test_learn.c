@@ -1,7 +1,8 @@
 /* test_learn.c: what the scheduler learns about GPU memory (core/learn.c). A job's class
- * is its explicit workload class, else its team and its name without a trailing number,
- * so the replicas and reruns of one workload ("llama-serve-3", "llama-serve-17") share
- * what was learned and another team's job of the same name does not. The table keeps
+ * belongs to its team: "TEAM/NAME", NAME its explicit workload class, else its name
+ * without a trailing number, so the replicas and reruns of one workload ("llama-serve-3",
+ * "llama-serve-17") share what was learned, and another team's job, whatever its name or
+ * its class says, does not. The table keeps
  * the largest peak seen per class, and a job asking by memory is raised to its class's
  * peak (never lowered), which is what stops an out-of-memory failure from repeating.
  * End to end in the simulator's time mode (sim/timesim.c): a job that runs out of memory
@@ -26,6 +27,7 @@
 #include "spec/spec.h"
 #include "util/buf.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,15 +51,31 @@ static void assert_class(const JobSpec *j, const char *expected)
     assert_string_equal(out, expected);
 }
 
-/* The class by hand: an explicit class wins over team and name; an empty one does not
- * count. Otherwise "team/name" with the trailing digits and then the separators before
- * them cut: llama-serve-17, llama-serve_3 and llama-serve.9 are all search/llama-serve;
- * resnet50 is search/resnet; a name that is all digits is kept whole. */
+/* The class by hand: an explicit class wins over the name, under the job's team; an
+ * empty one does not count. Otherwise "team/name" with the trailing digits and then the
+ * separators before them cut: llama-serve-17, llama-serve_3 and llama-serve.9 are all
+ * search/llama-serve; resnet50 is search/resnet; a name that is all digits is kept
+ * whole.
+ * Rule: a job's explicit class is keyed by the job's team. The class used to be the text
+ * alone, so a job of team search with class "research/llama" taught research's class,
+ * and one fake out-of-memory failure had research's jobs refused. */
 static void test_class_of(void **state)
 {
     (void)state;
     JobSpec j = spec("search", "llama-serve-17", "serving-llm");
-    assert_class(&j, "serving-llm");
+    assert_class(&j, "search/serving-llm");
+    /* another team's name in the class stays under the job's own team */
+    j = spec("search", "x", "research/llama");
+    assert_class(&j, "search/research/llama");
+    j = spec("search", "x", "llama");
+    assert_class(&j, "search/llama");
+    /* the job's own team written out is the same class */
+    j = spec("search", "x", "search/llama");
+    assert_class(&j, "search/llama");
+    j = spec("search", "x", "search/");
+    assert_class(&j, "search/search/");
+    j = spec("search", "x", "searching/llama");
+    assert_class(&j, "search/searching/llama");
     j = spec("search", "llama-serve-17", "");
     assert_class(&j, "search/llama-serve");
     j = spec("search", "llama-serve_3", NULL);
@@ -97,26 +115,116 @@ static void test_class_sharing(void **state)
     memset(empty, 'x', sizeof(empty));
     learn_class_of(&j, empty, sizeof(empty));
     assert_true(strlen(empty) < sizeof(empty));
+    /* an explicit class is shared by the team's jobs of any name, not by another team's */
+    j = spec("search", "a-1", "llm");
+    learn_class_of(&j, a, sizeof(a));
+    j = spec("search", "b-7", "llm");
+    learn_class_of(&j, b, sizeof(b));
+    j = spec("ads", "a-1", "llm");
+    learn_class_of(&j, other, sizeof(other));
+    assert_string_equal(a, b);
+    assert_string_not_equal(a, other);
 }
 
-/* Output is cut to outlen - 1 bytes and always terminated; outlen 0 writes nothing. */
+/* A team's '%' and '/' are escaped, so the first '/' of a key ends the team: team "a"
+ * with class "b/c" and team "a/b" with class "c" are two classes. learn_class_team
+ * gives the team back as written and the name after it; learn_class_in_team says
+ * whether a key is a team's ("search" is not "searching"'s, nor "sea"'s). */
+static void test_class_team(void **state)
+{
+    (void)state;
+    JobSpec j = spec("a", "x", "b/c");
+    assert_class(&j, "a/b/c");
+    j = spec("a/b", "x", "c");
+    assert_class(&j, "a%2Fb/c");
+    j = spec("50%", "x", "c");
+    assert_class(&j, "50%25/c");
+    j = spec("a/b", "x", "a/b/c");
+    assert_class(&j, "a%2Fb/c");
+
+    char team[64];
+    const char *name = NULL;
+    assert_true(learn_class_team("a%2Fb/c", team, sizeof(team), &name));
+    assert_string_equal(team, "a/b");
+    assert_string_equal(name, "c");
+    assert_true(learn_class_team("50%25/c/d", team, sizeof(team), &name));
+    assert_string_equal(team, "50%");
+    assert_string_equal(name, "c/d");
+    assert_true(learn_class_team("/llama", team, sizeof(team), NULL));
+    assert_string_equal(team, "");
+    assert_false(learn_class_team("no-slash", team, sizeof(team), &name));
+    assert_false(learn_class_team("search/x", team, 4, &name)); /* "sea" would be a lie */
+
+    assert_true(learn_class_in_team("search/llama", "search"));
+    assert_false(learn_class_in_team("search/llama", "sea"));
+    assert_false(learn_class_in_team("searching/llama", "search"));
+    assert_false(learn_class_in_team("research/llama", "search"));
+    assert_true(learn_class_in_team("a%2Fb/c", "a/b"));
+    assert_false(learn_class_in_team("a%2Fb/c", "a"));
+    assert_true(learn_class_in_team("/llama", NULL));
+}
+
+/* Output is cut to outlen - 1 bytes and always terminated; outlen 0 writes nothing. The
+ * name is cut, never the team: a key without all of its team would be another team's
+ * (two long team names alike in their first bytes), so then the key is "" and nothing
+ * is learned from or for it. */
 static void test_class_truncated(void **state)
 {
     (void)state;
     char out[16];
     JobSpec j = spec("search", "llama-serve-17", NULL);
-    learn_class_of(&j, out, 8);
+    assert_true(learn_class_of(&j, out, 8));
     assert_string_equal(out, "search/");
-    learn_class_of(&j, out, 4);
-    assert_string_equal(out, "sea");
-    learn_class_of(&j, out, 1);
+    assert_true(learn_class_of(&j, out, 10));
+    assert_string_equal(out, "search/ll");
+    assert_false(learn_class_of(&j, out, 7));
+    assert_string_equal(out, "");
+    assert_false(learn_class_of(&j, out, 4));
+    assert_string_equal(out, "");
+    assert_false(learn_class_of(&j, out, 1));
     assert_string_equal(out, "");
     memcpy(out, "untouched", 10);
-    learn_class_of(&j, out, 0);
+    assert_false(learn_class_of(&j, out, 0));
     assert_string_equal(out, "untouched");
     j = spec("search", "x", "serving-llm");
-    learn_class_of(&j, out, 6);
-    assert_string_equal(out, "servi");
+    assert_true(learn_class_of(&j, out, 12));
+    assert_string_equal(out, "search/serv");
+    /* "é" is two bytes: a cut that would split it drops it whole */
+    j = spec("search", "x", "ab\xc3\xa9");
+    assert_true(learn_class_of(&j, out, 12));
+    assert_string_equal(out, "search/ab\xc3\xa9");
+    assert_true(learn_class_of(&j, out, 11));
+    assert_string_equal(out, "search/ab");
+
+    Learn l = {0};
+    assert_int_equal(learn_record(&l, "", 1000), -EINVAL);
+    assert_int_equal(learn_oom(&l, "", 1000, 1000), -EINVAL);
+    assert_int_equal(l.n, 0);
+    learn_free(&l);
+}
+
+/* A reset forgets one class: its peak reads 0 again, the other classes keep theirs,
+ * forgetting it twice says -ENOENT, and it learns afresh afterwards (its OOMs from 0). */
+static void test_forget(void **state)
+{
+    (void)state;
+    Learn l = {0};
+    assert_int_equal(learn_oom(&l, "research/llama", 0, 81920), 0);
+    assert_int_equal(learn_record(&l, "search/serve", 12000), 0);
+    assert_int_equal(learn_record(&l, "ads/embed", 9000), 0);
+    assert_int_equal(learn_peak(&l, "research/llama"), 98304);
+    assert_int_equal(learn_forget(&l, "research/llama"), 0);
+    assert_int_equal(learn_peak(&l, "research/llama"), 0);
+    assert_null(learn_find(&l, "research/llama"));
+    assert_int_equal(learn_peak(&l, "search/serve"), 12000);
+    assert_int_equal(learn_peak(&l, "ads/embed"), 9000);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(learn_forget(&l, "research/llama"), -ENOENT);
+    assert_int_equal(learn_forget(&l, "ads/embed"), 0); /* the last entry */
+    assert_int_equal(learn_peak(&l, "search/serve"), 12000);
+    assert_int_equal(learn_oom(&l, "research/llama", 9000, 9728), 0);
+    assert_int_equal(learn_peak(&l, "research/llama"), 11674);
+    learn_free(&l);
 }
 
 /* The largest peak is kept: 30,000 then 20,000 leaves 30,000; 40,000 raises it. Classes
@@ -197,11 +305,15 @@ static void test_memory_for(void **state)
     assert_int_equal(learn_record(&l, "search/embed", 15000), 0);
     assert_int_equal(learn_memory_for(&l, &m), 15000);
 
-    /* an explicit class shares across names and teams */
-    JobSpec k = spec("ads", "whatever-2", "search/llama-serve");
+    /* an explicit class shares across the team's names, never across teams */
+    JobSpec k = spec("search", "whatever-2", "llama-serve");
     k.req = REQ_MEMORY;
     k.gpu_memory_mib = 5000;
     assert_int_equal(learn_memory_for(&l, &k), 30000);
+    k = spec("ads", "whatever-2", "search/llama-serve");
+    k.req = REQ_MEMORY;
+    k.gpu_memory_mib = 5000;
+    assert_int_equal(learn_memory_for(&l, &k), 5000);
     learn_free(&l);
 }
 
@@ -256,6 +368,9 @@ static void test_size_request(void **state)
     assert_int_equal(r.mig_profile[h], catalog_profile_index(hm, "3g.40gb"));
     assert_true(!(r.models & (1ull << l4)) || r.share_milli[l4] == 0);
 
+    /* the largest GPU here has 81,920 MiB (the H100-80GB-SXM5): 90,000 fits none */
+    assert_true(learn_fits(c, hm->memory_mib));
+    assert_false(learn_fits(c, hm->memory_mib + 1));
     Request before = r;
     assert_int_equal(learn_record(&le, "search/serve", 90000), 0);
     assert_int_equal(learn_size_request(&le, c, &j, &r), 2);
@@ -544,12 +659,59 @@ static void test_sim_oom_beyond_every_gpu_is_unschedulable(void **state)
     world_free(&w);
 }
 
+/* Rule: a class learns per GPU. One node of two A100-40GB (40,960 MiB each), listed
+ * first, and one of two A100-80GB. t-1 (research, 2 whole GPUs, peak 90,000 MiB over
+ * both, 100 s of work) starts on the A100-40GBs at 0 (first fit) and runs out of memory
+ * at 30 s (90,000 > 81,920): per GPU it was given 40,960 and reached all of it, so the
+ * class needs a fifth above 40,960, 49,152 per GPU, which the A100-80GB holds: t-1 runs
+ * there from 30 s and finishes at 130 s. (It failed by learning 108,000, a fifth above
+ * the worker's 90,000 over two GPUs, more than any one GPU has: t-1 was unschedulable.)
+ * learn_per_gpu splits a worker's total over its grants, rounded up, and never says
+ * more than one GPU of its node has: 90,000 or 100,000 over two A100-40GB is 40,960
+ * per GPU, so a peak reported wrong teaches no more than a fifth above the GPU. */
+static void test_sim_oom_learns_per_gpu(void **state)
+{
+    (void)state;
+    World w;
+    world_init(&w,
+               "name: t\n"
+               "pools:\n"
+               "  - {name: s, tier: owned, nodes: 1, node: {gpu_model: A100-40GB, gpus: 2}}\n"
+               "  - {name: b, tier: owned, nodes: 1, node: {gpu_model: A100-80GB, gpus: 2}}\n",
+               "id,team,kind,gpus,submit_s,duration_s,peak_memory_mib\n"
+               "t-1,research,training,2,0,100,90000\n");
+    uint32_t s0 = 0;
+    while (s0 < w.c->n_nodes && strcmp(w.c->nodes[s0].name, "s-0"))
+        s0++;
+    assert_true(s0 < w.c->n_nodes);
+    WorkerAlloc wa = {.node = s0, .n_grants = 2};
+    assert_int_equal(learn_per_gpu(w.c, &wa, 90000), 40960);
+    assert_int_equal(learn_per_gpu(w.c, &wa, 80001), 40001);
+    assert_int_equal(learn_per_gpu(w.c, &wa, 100000), 40960);
+    wa.n_grants = 0;
+    assert_int_equal(learn_per_gpu(w.c, &wa, 7), 7);
+    RunResult r;
+    run(&w, &r);
+    assert_int_equal(r.time.oom_failures, 1);
+    assert_int_equal(r.time.oom_repeats, 0);
+    assert_int_equal(r.time.unschedulable, 0);
+    assert_int_equal(r.time.finished, 1);
+    event_is(&r, "start", "t-1", 0, 0, "\"node\": \"s-0\"");
+    event_is(&r, "oom", "t-1", 0, 30000, NULL);
+    event_is(&r, "start", "t-1", 1, 30000, "\"node\": \"b-0\"");
+    event_is(&r, "finish", "t-1", 0, 130000, NULL);
+    run_result_free(&r);
+    world_free(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_class_of),
         cmocka_unit_test(test_class_sharing),
+        cmocka_unit_test(test_class_team),
         cmocka_unit_test(test_class_truncated),
+        cmocka_unit_test(test_forget),
         cmocka_unit_test(test_record_keeps_largest),
         cmocka_unit_test(test_oom_bump),
         cmocka_unit_test(test_memory_for),
@@ -559,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_sim_fraction_oom_does_not_repeat),
         cmocka_unit_test(test_sim_waiting_job_is_sized_when_its_class_learns),
         cmocka_unit_test(test_sim_oom_beyond_every_gpu_is_unschedulable),
+        cmocka_unit_test(test_sim_oom_learns_per_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -891,6 +891,71 @@ static void test_learned(void **state)
     Seen s = {0};
     assert_int_equal(store_learned_load(f->s, see_learned, &s), 0);
     assert_string_equal(s.text, "ads/embed 9000/0; search/serve 14400/2; ");
+
+    /* a reset forgets the row for good; forgetting a class the store lacks is no error,
+     * and a forget rides with the write it is in, all or nothing */
+    const char *gone[] = {"search/serve", "nobody/knows"};
+    w = (StoreWrite){.forget = gone, .n_forget = 2};
+    assert_int_equal(store_write(f->s, &w, NULL), 0);
+    const char *embed = "ads/embed";
+    w = (StoreWrite){.events = &bad, .n_events = 1, .forget = &embed, .n_forget = 1};
+    assert_true(store_write(f->s, &w, NULL) < 0);
+    reopen(f);
+    Seen after = {0};
+    assert_int_equal(store_learned_load(f->s, see_learned, &after), 0);
+    assert_string_equal(after.text, "ads/embed 9000/0; ");
+}
+
+/* The schema step that keys learned rows by team (migrations.c). The test below takes a
+ * store back to the version before it; a step added after it must be undone there too. */
+#define LEARNED_BY_TEAM_VERSION 8
+
+/* A store from before classes belonged to teams (schema version 7) holds keys that are
+ * any job's `class` text. The step that takes it to 8 drops the rows another team's
+ * out-of-memory failure taught (search's job with class "research/llama" taught
+ * research/llama, as its "oom" event says: the attack), the keys without a team
+ * ("serving-llm", which no job reads any more), and keeps the team's own rows
+ * (search/serve, taught by search's job; research/train, taught by nobody this store
+ * still has events of), a '%' in a team written %25 as keys now are. */
+static void test_learned_migration(void **state)
+{
+    Fixture *f = *state;
+    StoreJob a = job("fake-oom", "search"), b = job("serve-1", "search");
+    write_ok(f->s, &(StoreWrite){.inserts = &a, .n_inserts = 1});
+    write_ok(f->s, &(StoreWrite){.inserts = &b, .n_inserts = 1});
+    StoreEvent ev[] = {
+        {.job = a.id,
+         .t_ms = 1,
+         .type = "oom",
+         .detail = "rank 0 ran out of GPU memory in the 81920 MiB it was given; workload class "
+                   "research/llama now asks 98304 MiB"},
+        {.job = b.id,
+         .t_ms = 2,
+         .type = "oom",
+         .detail = "rank 0 ran out of GPU memory in the 9728 MiB it was given; workload class "
+                   "search/serve now asks 11674 MiB"},
+        {.job = b.id, .t_ms = 3, .type = "resized", .detail = "workload class x now asks 1 MiB"},
+    };
+    write_ok(f->s, &(StoreWrite){.events = ev, .n_events = 3});
+    store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "DELETE FROM schema_version WHERE version >= %d;"
+             "INSERT INTO learned_memory VALUES"
+             " ('research/llama', 98304, 1), ('search/serve', 11674, 1),"
+             " ('serving-llm', 40000, 2), ('research/train', 30000, 1),"
+             " ('50%%/x', 1000, 1)",
+             LEARNED_BY_TEAM_VERSION);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    reopen(f);
+    assert_true(store_schema_version(f->s) >= LEARNED_BY_TEAM_VERSION);
+    Seen s = {0};
+    assert_int_equal(store_learned_load(f->s, see_learned, &s), 0);
+    assert_string_equal(s.text, "50%25/x 1000/1; research/train 30000/1; search/serve 11674/1; ");
 }
 
 #define THREADS     4
@@ -1105,6 +1170,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_team_budgets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mig, setup, teardown),
         cmocka_unit_test_setup_teardown(test_learned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_learned_migration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_urls, setup, teardown),

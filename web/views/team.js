@@ -47,17 +47,18 @@ function summary(t) {
       dl('Projects', t.projects.join(', ') || '—')));
 }
 
-// The team's workload classes ("team/name") and the GPU memory each now asks at least.
+// The team's workload classes (each belongs to one team) and the GPU memory each now
+// asks at least.
 function learnedCard(classes, teamName) {
-  const mine = classes.filter((c) => c.class.startsWith(`${teamName}/`));
+  const mine = classes.filter((c) => c.team === teamName);
   return [h('h2', { id: 'team-learned' }, 'GPU memory learned'),
-    h('p', { class: 'help' }, 'A job that runs out of GPU memory runs again one size up, and every later job of its class (its name without a trailing number) asks at least this much.'),
+    h('p', { class: 'help' }, 'A job that runs out of GPU memory runs again one size up, and every later job of its class (its class, or its name without a trailing number) asks at least this much.'),
     mine.length
       ? h('table', { class: 'learned', 'aria-labelledby': 'team-learned' },
         h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Class'), h('th', { scope: 'col', class: 'num' }, 'Asks at least'),
           h('th', { scope: 'col', class: 'num' }, 'Out-of-memory failures'))),
         h('tbody', {}, mine.map((c) => h('tr', {},
-          h('td', {}, c.class.slice(teamName.length + 1)),
+          h('td', {}, c.name),
           h('td', { class: 'num' }, `${(c.peak_memory_mib / 1024).toFixed(1)} GiB`),
           h('td', { class: 'num' }, String(c.ooms))))))
       : h('p', { class: 'empty' }, 'Nothing learned yet: no job of this team has run out of GPU memory.')];
