@@ -51,6 +51,10 @@
 #define HTTP_HEADERS_MS 10000
 #define HTTP_MIN_RATE   (32u << 10)
 #define HTTP_REAP_MS    500
+/* A body declared past this is answered 413 on its headers and the connection closed:
+ * no honest client sends it. Between HTTP_MAX_BODY and this the body is read and dropped
+ * first, so that a client still writing it does not lose the reply to a reset. */
+#define HTTP_ABSURD_BODY (16u << 20)
 
 typedef struct Route {
     const char *method;
@@ -395,8 +399,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* the headers are in; the body (of a length not declared: of the most kept) has
          * its own time */
         conn_deadline(h, conn, transfer_ms(h, cl && !ctx->too_big ? declared : HTTP_MAX_BODY));
-        if (ctx->too_big) {
-            /* answered at once: a client does not send a body that would be dropped */
+        if (declared > HTTP_ABSURD_BODY) {
             HttpResponse rp = {0};
             http_reply_error(&rp, 413, "request body is over 1 MiB");
             enum MHD_Result ret = send_reply(conn, method, url, &rp, NULL);
@@ -449,6 +452,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         send_reply(conn, method, url, &rp, ctx->refuse == 405 ? ctx->allow : NULL);
     buf_free(&rp.body);
     return ret;
+}
+
+static int hex_val(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* libmicrohttpd's unescaping of paths and query arguments, but for "%00": decoded, a NUL
+ * would end the string there, so "/api/v1/teams/search%00x" would name team search.
+ * It is left as the three characters, which match nothing. */
+static size_t on_unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi = r[0] == '%' ? hex_val(r[1]) : -1, lo = hi >= 0 ? hex_val(r[2]) : -1;
+        if (lo >= 0 && (hi || lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -538,6 +568,41 @@ void http_reply_json(HttpResponse *rp, int status, json_t *body)
     rp->status = status;
 }
 
+/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    size_t len = p[0] < 0x80             ? 1
+                 : (p[0] & 0xe0) == 0xc0 ? 2
+                 : (p[0] & 0xf0) == 0xe0 ? 3
+                 : (p[0] & 0xf8) == 0xf0 ? 4
+                                         : 0;
+    if (!len || len > n || (len == 2 && p[0] < 0xc2) || (len == 4 && p[0] > 0xf4))
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if (len == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0)))
+        return 0; /* overlong, or a surrogate */
+    if (len == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90)))
+        return 0;
+    return len;
+}
+
+/* Messages quote what the client sent (a path, a name); invalid UTF-8 in it would make
+ * the reply invalid JSON, so each bad byte becomes '?'. */
+static void utf8_scrub(Buf *b)
+{
+    unsigned char *p = (unsigned char *)b->data;
+    for (size_t i = 0; p && i < b->len;) {
+        size_t k = utf8_len(p + i, b->len - i);
+        if (k) {
+            i += k;
+        } else {
+            p[i++] = '?';
+        }
+    }
+}
+
 void http_reply_error(HttpResponse *rp, int status, const char *fmt, ...)
 {
     Buf msg = {0};
@@ -545,6 +610,7 @@ void http_reply_error(HttpResponse *rp, int status, const char *fmt, ...)
     va_start(ap, fmt);
     buf_vprintf(&msg, fmt, ap);
     va_end(ap);
+    utf8_scrub(&msg);
     buf_free(&rp->body);
     rp->content_type = NULL;
     rp->status = status;
@@ -707,7 +773,8 @@ int http_server_start(Server *s, HttpListener *l, const char *web_dir, const Htt
         (unsigned)HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONN_LIMIT,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->lim.conns_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)HTTP_CONN_TIMEOUT, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_UNESCAPE_CALLBACK, on_unescape,
+        h, MHD_OPTION_END);
     if (!h->d) {
         http_server_stop(h);
         buf_puts(err, "cannot serve HTTP: the HTTP daemon did not start");
