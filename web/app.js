@@ -1,15 +1,16 @@
 // app.js: the portal's shell: sign-in, the navigation, and a router over hash routes
-// (#/queue, #/submit, #/cluster, #/team, #/chargeback). Each page is a module with
+// (#/queue, #/submit, #/cluster, #/team, #/chargeback, #/tokens). Each page is a module with
 // render(root, ctx) that may return a function stopping its timers; the shell calls
 // it before showing the next page.
 import { api, clearToken, setToken, setUnauthorizedHandler, token } from './api.js';
-import { canSubmit } from './perms.js';
+import { canManageTokens, canSubmit } from './perms.js';
 import { h } from './util.js';
 import * as queue from './views/queue.js';
 import * as submit from './views/submit.js';
 import * as cluster from './views/cluster.js';
 import * as team from './views/team.js';
 import * as chargeback from './views/chargeback.js';
+import * as tokens from './views/tokens.js';
 
 const pages = [
   { route: 'queue', title: 'Queue', view: queue, may: () => true },
@@ -17,6 +18,7 @@ const pages = [
   { route: 'cluster', title: 'Cluster', view: cluster, may: () => true },
   { route: 'team', title: 'Team', view: team, may: () => true },
   { route: 'chargeback', title: 'Chargeback', view: chargeback, may: () => true },
+  { route: 'tokens', title: 'Tokens', view: tokens, may: canManageTokens },
 ];
 
 const main = document.getElementById('main');
@@ -29,6 +31,11 @@ let generation = 0; // a page whose render finishes after the user moved on is d
 function stopPage() {
   if (stop) stop();
   stop = null;
+}
+
+// "the token was revoked" -> "The token was revoked"
+function sentence(s) {
+  return s ? s[0].toUpperCase() + s.slice(1) : s;
 }
 
 function signOut(message) {
@@ -63,7 +70,8 @@ function showSignIn(message) {
       me = await api('GET', '/whoami');
     } catch (e) {
       clearToken();
-      err.textContent = e.status === 401 ? 'This token is not known to the server.'
+      // the server says why: unknown, revoked or expired
+      err.textContent = e.status === 401 ? `${sentence(e.message)}.`
         : e.status === 403 ? 'An agent token cannot use the portal.' : e.message;
       input.focus();
       return;
@@ -126,6 +134,6 @@ async function route() {
 }
 
 // while signing in (me unset) the sign-in form says it itself
-setUnauthorizedHandler(() => me && signOut('The server no longer knows your token: sign in again.'));
+setUnauthorizedHandler((msg) => me && signOut(`${sentence(msg || 'the server no longer knows your token')}: sign in again.`));
 window.addEventListener('hashchange', route);
 route();

@@ -25,3 +25,8 @@ export function priorities(me) {
   if (me.role === 'admin') return ['production', 'high', 'normal', 'low'];
   return me.role === 'lead' ? ['high', 'normal', 'low'] : ['normal', 'low'];
 }
+
+// Make, list and revoke API tokens (the Tokens page).
+export function canManageTokens(me) {
+  return me.role === 'admin';
+}

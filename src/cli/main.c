@@ -25,7 +25,7 @@ static const struct {
     {"learned", cmd_learned, "GPU memory learned per workload class"},
     {"usage", cmd_usage, "GPU-hours and cost per team and project"},
     {"logs", cmd_logs, "print a job's output"},
-    {"token", cmd_token, "create an API token: token create --role R [--team T]"},
+    {"token", cmd_token, "API tokens: token create --role R, token list, token revoke ID"},
     {"tco", cmd_tco, "owned versus cloud: months to break even and cost over the years"},
 };
 

@@ -321,6 +321,7 @@ int cmd_server(int argc, char **argv)
     HttpServer *h = NULL;
     KubeEngine *ke = NULL;
     _cleanup_free_ char *token_path = NULL;
+    bool token_adopted = false;
     r = kube ? server_kube_prepare(&ko, &o, &ke, &err) : 0;
     if (r == 0)
         r = server_open(&o, &s, &err);
@@ -331,7 +332,7 @@ int cmd_server(int argc, char **argv)
         kube_engine_free(ke);
         return r == -EINVAL ? 2 : 1;
     }
-    if ((r = auth_bootstrap(s, &token_path, &err)) < 0 ||
+    if ((r = auth_bootstrap(s, &token_path, &token_adopted, &err)) < 0 ||
         (r = http_server_start(s, &lis, web, &lim, &h, &err)) < 0) {
         fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
         buf_free(&err);
@@ -372,7 +373,10 @@ int cmd_server(int argc, char **argv)
     if (web)
         printf("portal served from %s\n", web);
     if (token_path)
-        printf("admin token written to %s\n", token_path);
+        printf(token_adopted ? "admin token taken up from %s (left by an interrupted first "
+                               "start)\n"
+                             : "admin token written to %s\n",
+               token_path);
     fflush(stdout);
 
     /* a signal stops it; on Kubernetes a GPU node that joined starts it again */

@@ -189,8 +189,25 @@ int view_queue(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf 
         }
         reasons |= queue_reason(job) != NULL;
     }
+    /* who submitted, after the team, when the server names anyone (it names the user of
+     * the submitter's token) */
+    static const TableCol user_col = {"USER", COL_LEFT, 10, 5, 1};
+    bool users = false;
+    json_array_foreach(jobs, i, job)
+    {
+        users |= jstr(job, "user") != NULL;
+    }
+    TableCol cols[ARRAY_SIZE(queue_cols) + 1];
+    size_t n_cols = 0;
+    for (size_t k = 0; k < ARRAY_SIZE(queue_cols); k++) {
+        if (k == ARRAY_SIZE(queue_cols) - 1 && !reasons)
+            break;
+        cols[n_cols++] = queue_cols[k];
+        if (users && !strcmp(queue_cols[k].header, "TEAM"))
+            cols[n_cols++] = user_col;
+    }
     Table t;
-    table_init(&t, queue_cols, reasons ? ARRAY_SIZE(queue_cols) : ARRAY_SIZE(queue_cols) - 1);
+    table_init(&t, cols, n_cols);
     Buf cell = {0};
     json_array_foreach(jobs, i, job)
     {
@@ -203,6 +220,8 @@ int view_queue(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf 
             table_cell(&t, "-");
         table_cell(&t, "%s", jstr(job, "name") ? jstr(job, "name") : "-");
         table_cell(&t, "%s", jstr(job, "team") ? jstr(job, "team") : "-");
+        if (users)
+            table_cell(&t, "%s", jstr(job, "user") ? jstr(job, "user") : "-");
         table_cell(&t, "%s", !prio ? "-" : !strcmp(prio, "production") ? "prod" : prio);
         table_cell(&t, "%s", state ? state : "-");
         if (jint(job, "position", &pos))

@@ -223,7 +223,7 @@ static void submit_ready(KubeEngine *e)
         return;
     }
     int64_t *ids = calloc(n, sizeof(*ids));
-    Caller engine = {.token_id = SERVER_ENGINE_CALLER, .role = ROLE_ADMIN};
+    Caller engine = {.token_id = SERVER_ENGINE_CALLER, .role = ROLE_ADMIN, .user = "kubernetes"};
     pthread_mutex_unlock(&e->s->lock);
     Buf err = {0};
     int status = ids ? server_submit(e->s, &engine, &list, ids, &err) : 500;

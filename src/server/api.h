@@ -38,6 +38,8 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp);
 
 /* api_tokens.c */
 void api_tokens_create(Server *s, const HttpRequest *rq, HttpResponse *rp);
+void api_tokens_list(Server *s, const HttpRequest *rq, HttpResponse *rp);
+void api_tokens_revoke(Server *s, const HttpRequest *rq, HttpResponse *rp);
 
 /* api_whoami.c: the caller's role, team and token id */
 void api_whoami(Server *s, const HttpRequest *rq, HttpResponse *rp);

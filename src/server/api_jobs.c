@@ -1,5 +1,6 @@
 /* api_jobs.c: the job endpoints of docs/api.md (submit, list, one job, cancel,
- * priority, logs) and the job renderer every endpoint shares. Submissions are parsed
+ * priority, logs) and the job renderer every endpoint shares. A job's env values and
+ * logs are for admins and its team alone (may_read_secrets). Submissions are parsed
  * here (YAML or JSON, errors naming line and field) and handed whole to the
  * model, which checks teams and roles against the job and makes them durable; the
  * reply is built from the model afterwards, under its lock. */
@@ -85,6 +86,7 @@ json_t *api_job_json(Server *s, const ServerJob *j, bool full)
     json_object_set_new(o, "name", json_string(st->name));
     json_object_set_new(o, "team", str_or_null(st->team));
     json_object_set_new(o, "project", str_or_null(st->project));
+    json_object_set_new(o, "user", str_or_null(st->user));
     json_object_set_new(o, "kind", json_string(job_kind_name(j->spec.kind)));
     json_object_set_new(o, "priority", json_string(priority_name(st->priority)));
     json_object_set_new(o, "state", json_string(job_state_name(st->state)));
@@ -412,17 +414,51 @@ static int add_event(void *arg, int64_t t_ms, const char *type, const char *deta
     return o ? json_array_append_new(arg, o) : -ENOMEM;
 }
 
+/* May who read job j's secrets, its env values and its logs? As Kubernetes keeps
+ * Secrets to a namespace: an admin, and the leads and members of the job's team; not a
+ * viewer, another team, or a job without a team unless an admin. (Agent tokens read
+ * nothing here: the route table refuses them; a node's agent is sent the env of the
+ * workers it runs through its heartbeat.) */
+static bool may_read_secrets(const Caller *who, const ServerJob *j)
+{
+    if (who->role == ROLE_ADMIN)
+        return true;
+    if (who->role != ROLE_LEAD && who->role != ROLE_MEMBER)
+        return false;
+    return j->st.team && who->team[0] && !strcmp(j->st.team, who->team);
+}
+
+/* The spec's env values replaced by null, the names kept: what the job needs is
+ * visible, not its secrets. "env_redacted": true says so. */
+static void redact_env(json_t *o)
+{
+    json_t *env = json_object_get(json_object_get(o, "spec"), "env");
+    if (!json_is_object(env))
+        return;
+    const char *k;
+    json_t *v;
+    void *next;
+    json_object_foreach_safe(env, next, k, v)
+    {
+        json_object_set_new(env, k, json_null());
+    }
+    json_object_set_new(o, "env_redacted", json_true());
+}
+
 void api_job_get(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     int64_t id = parse_id(rq->params[0]);
     pthread_mutex_lock(&s->lock);
     ServerJob *j = server_job(s, id);
     json_t *o = j ? api_job_json(s, j, true) : NULL;
+    bool secrets = j && may_read_secrets(&rq->who, j);
     pthread_mutex_unlock(&s->lock);
     if (!j) {
         http_reply_error(rp, 404, "no job %s", rq->params[0]);
         return;
     }
+    if (!secrets)
+        redact_env(o);
     /* the events come from the store, read without holding the model's lock */
     json_t *ev = json_array();
     if (store_events_for(s->store, id, add_event, ev) < 0) {
@@ -528,9 +564,17 @@ void api_job_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
     pthread_mutex_lock(&s->lock);
     ServerJob *j = server_job(s, id);
     uint32_t workers = j ? j->spec.workers : 0, runs = j ? j->st.run : 0;
+    bool secrets = j && may_read_secrets(&rq->who, j);
     pthread_mutex_unlock(&s->lock);
     if (!j) {
         http_reply_error(rp, 404, "no job %s", rq->params[0]);
+        return;
+    }
+    if (!secrets) {
+        http_reply_error(rp, 403,
+                         "a %s token may not read the logs of job %lld: only admins and the "
+                         "leads and members of its team may",
+                         role_name(rq->who.role), (long long)id);
         return;
     }
     if (rank >= workers) {

@@ -5,7 +5,8 @@
  *
  * Routing, authentication and the size limit are decided here once, so a handler
  * never sees a request it may not serve. Only server errors (5xx) are logged: a
- * benchmark sends thousands of requests a second.
+ * benchmark sends thousands of requests a second; every mutating request also goes to
+ * the audit log (audit.h), from the one hook in on_request.
  *
  * Slow clients: libmicrohttpd bounds connections per client address and cuts one that
  * is silent for HTTP_CONN_TIMEOUT, but a client sending a byte every few seconds is
@@ -19,6 +20,7 @@
 #include "server/http.h"
 
 #include "server/api.h"
+#include "server/audit.h"
 #include "server/auth.h"
 #include "server/web.h"
 #include "util/log.h"
@@ -83,6 +85,8 @@ static const Route routes[] = {
     {"PUT", "/api/v1/teams/{}", ACT_ADMIN, api_team_put},
     {"GET", "/api/v1/usage", ACT_READ, api_usage},
     {"POST", "/api/v1/tokens", ACT_ADMIN, api_tokens_create},
+    {"GET", "/api/v1/tokens", ACT_READ, api_tokens_list},
+    {"DELETE", "/api/v1/tokens/{}", ACT_ADMIN, api_tokens_revoke},
     {"POST", "/api/v1/agent/heartbeat", ACT_AGENT, api_agent_heartbeat},
     {"POST", "/api/v1/agent/logs/{}/{}", ACT_AGENT, api_agent_logs},
 };
@@ -99,6 +103,7 @@ struct HttpServer {
     struct MHD_Daemon *d;
     Server *s;
     AuthCache *cache;
+    Audit *audit;
     char *web_dir; /* the portal's files, or NULL: none served */
     HttpLimits lim;
     pthread_mutex_t conns_lock; /* conns, every Conn's fields, stop, log_* */
@@ -328,10 +333,8 @@ static int route_request(HttpServer *h, struct MHD_Connection *conn, const char 
 
     const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     int r = auth_cache_resolve(h->cache, h->s, authz, &ctx->who);
-    if (r == -EACCES) {
-        refuse(ctx, 401,
-               authz ? "the token is not known to this server"
-                     : "no token: send 'Authorization: Bearer TOKEN'");
+    if (r == -EACCES || r == -EKEYREVOKED || r == -EKEYEXPIRED) {
+        refuse(ctx, 401, "%s", auth_refusal(r, authz));
         return 0;
     }
     if (r < 0) {
@@ -378,6 +381,18 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, const char *metho
     return ret;
 }
 
+/* The audit log's one hook: every reply is seen here with its caller. */
+static void audit_reply(HttpServer *h, struct MHD_Connection *conn, const char *method,
+                        const char *url, const ReqCtx *ctx, const HttpResponse *rp)
+{
+    bool authed = ctx->route && ctx->route->action != ACT_PUBLIC && ctx->refuse != 401;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    audit_request(h->audit, method, url, authed ? &ctx->who : NULL,
+                  ctx->route && ctx->route->action == ACT_AGENT, rp, ci ? ci->client_addr : NULL,
+                  server_now_ms());
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -401,8 +416,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         conn_deadline(h, conn, transfer_ms(h, cl && !ctx->too_big ? declared : HTTP_MAX_BODY));
         if (declared > HTTP_ABSURD_BODY) {
             HttpResponse rp = {0};
-            http_reply_error(&rp, 413, "request body is over 1 MiB");
-            enum MHD_Result ret = send_reply(conn, method, url, &rp, NULL);
+            if (ctx->refuse)
+                http_reply_error(&rp, ctx->refuse, "%s", ctx->refuse_msg);
+            else
+                http_reply_error(&rp, 413, "request body is over 1 MiB");
+            audit_reply(h, conn, method, url, ctx, &rp);
+            enum MHD_Result ret =
+                send_reply(conn, method, url, &rp, ctx->refuse == 405 ? ctx->allow : NULL);
             buf_free(&rp.body);
             return ret;
         }
@@ -447,6 +467,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         else
             web_reply(h->web_dir, url, &rp);
     }
+    audit_reply(h, conn, method, url, ctx, &rp);
     conn_deadline(h, conn, transfer_ms(h, rp.body.len));
     enum MHD_Result ret =
         send_reply(conn, method, url, &rp, ctx->refuse == 405 ? ctx->allow : NULL);
@@ -764,6 +785,11 @@ int http_server_start(Server *s, HttpListener *l, const char *web_dir, const Htt
         http_server_stop(h);
         return -ENOMEM;
     }
+    int r = audit_open(s->opt.data_dir, &h->audit, err);
+    if (r < 0) {
+        http_server_stop(h);
+        return r;
+    }
     unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (l->v6)
         flags |= MHD_USE_IPv6;
@@ -781,7 +807,8 @@ int http_server_start(Server *s, HttpListener *l, const char *web_dir, const Htt
         return -EIO;
     }
     l->fd = -1; /* the daemon's now */
-    int r = pthread_create(&h->reaper, NULL, reaper_main, h);
+    s->auth_cache = h->cache;
+    r = pthread_create(&h->reaper, NULL, reaper_main, h);
     if (r) {
         http_server_stop(h);
         buf_puts(err, "cannot serve HTTP: no thread for the connections' deadlines");
@@ -811,7 +838,9 @@ void http_server_stop(HttpServer *h)
     }
     if (h->d)
         MHD_stop_daemon(h->d);
+    h->s->auth_cache = NULL;
     auth_cache_free(h->cache);
+    audit_close(h->audit);
     pthread_cond_destroy(&h->wake);
     pthread_mutex_destroy(&h->conns_lock);
     free(h->web_dir);

@@ -195,8 +195,8 @@ int provider_start(Server *s, const char *url, Buf *err)
     char token[AUTH_TOKEN_SIZE] = "";
     if (s->opt.provider == PROVIDER_SIM) {
         int64_t id;
-        int r = auth_token_create(s->store, ROLE_AGENT, NULL, NULL, "sim provider", server_now_ms(),
-                                  token, &id, err);
+        AuthTokenSpec spec = {.role = ROLE_AGENT, .name = "sim provider", .expires_ms = -1};
+        int r = auth_token_create(s->store, &spec, server_now_ms(), token, &id, err);
         if (r < 0)
             return r;
     }

@@ -669,6 +669,7 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
             .project = js->project,
             .spec_json = buf_steal(&spec),
             .owner = who->token_id,
+            .user = who->user[0] ? (char *)who->user : NULL,
             .priority = js->priority,
             .state = JOB_PENDING,
             .submit_ms = now,
@@ -700,6 +701,7 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
             j->st.name = strdup(js->name);
             j->st.team = js->team ? strdup(js->team) : NULL;
             j->st.project = js->project ? strdup(js->project) : NULL;
+            j->st.user = ins[i].user ? strdup(ins[i].user) : NULL;
             ins[i].spec_json = NULL;
             j->spec = *js; /* the job takes the spec's strings */
             job_spec_init(js);

@@ -60,6 +60,7 @@ typedef struct Caller {
     Role role;
     char team[64]; /* lead and member: their team */
     char node[64]; /* agent: the only node it may act for ("" any) */
+    char user[64]; /* who the token acts for ("" none: a token made before users) */
 } Caller;
 
 typedef enum WorkerState {
@@ -202,6 +203,9 @@ typedef struct Server {
     ServerOptions opt;
     char *log_dir;
     Store *store;
+    /* the HTTP front's token cache (auth.h), so that revoking a token forgets it at
+     * once; NULL while no front runs. Locks itself: not under lock. */
+    struct AuthCache *auth_cache;
     Cluster *c;
     Rng rng;
     PlaceCtx ctx;

@@ -33,11 +33,12 @@ typedef struct StoreOps {
     int (*team_budgets_load)(Store *s,
                              int (*fn)(void *arg, const char *name, double budget_gpu_hours),
                              void *arg);
-    int (*token_insert)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                        const char *team, const char *node, const char *name, int64_t created_ms,
+    int (*token_insert)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const StoreToken *t,
                         int64_t *ret_id);
     int (*token_find)(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
     int (*token_count)(Store *s, int64_t *ret);
+    int (*token_list)(Store *s, int (*fn)(void *arg, const StoreToken *t), void *arg);
+    int (*token_revoke)(Store *s, int64_t id, int64_t now_ms);
     int (*mig_set)(Store *s, const char *node, unsigned index, const char *layout_json);
     int (*mig_load)(Store *s,
                     int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),

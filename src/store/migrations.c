@@ -105,6 +105,16 @@ static const Migration steps[] = {
      "CREATE INDEX node_spans_end ON node_spans(end_ms);"
      "CREATE INDEX node_spans_open ON node_spans(open) WHERE open = 1;"
      "ALTER TABLE usage ADD COLUMN node TEXT;"},
+    /* a revoked token keeps its row: the jobs and the audit log name it by id, and its
+     * hash must never be taken again. The first admin token acts for user "admin". */
+    {"tokens' user, expiry and revocation; the user who submitted each job",
+     "ALTER TABLE tokens ADD COLUMN user TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT -1;"
+     "ALTER TABLE tokens ADD COLUMN revoked_ms INTEGER NOT NULL DEFAULT -1;"
+     "UPDATE tokens SET user = 'admin' WHERE role = 'admin' AND name = 'admin.token';"
+     "ALTER TABLE jobs ADD COLUMN user TEXT;"
+     "UPDATE jobs SET user = (SELECT t.user FROM tokens t WHERE t.id = jobs.owner "
+     "AND t.user != '');"},
 };
 
 int migrations_latest(void)

@@ -26,6 +26,8 @@ enum {
     WS_TEAM_SET,
     WS_TEAM_BUDGET_SET,
     WS_TOKEN_INSERT,
+    WS_TOKEN_REVOKE,
+    WS_TOKEN_EXISTS,
     WS_MIG_SET,
     WS_LEARNED_SET,
     WS_SPAN_OPEN,
@@ -44,6 +46,7 @@ enum {
     RS_TEAM_BUDGETS,
     RS_TOKEN_FIND,
     RS_TOKEN_COUNT,
+    RS_TOKEN_LIST,
     RS_MIG,
     RS_LEARNED,
     RS_SPANS,
@@ -98,9 +101,9 @@ int sqlite_write_store(Store *s, StoreWrite *w, Buf *err);
 int sqlite_write_team(Store *s, const char *name, double guaranteed_gpus, double burst_gpus,
                       double weight);
 int sqlite_write_team_budget(Store *s, const char *name, double budget_gpu_hours);
-int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                       const char *team, const char *node, const char *name, int64_t created_ms,
+int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const StoreToken *t,
                        int64_t *ret_id);
+int sqlite_write_token_revoke(Store *s, int64_t id, int64_t now_ms);
 int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *layout_json);
 int sqlite_write_span_open(Store *s, const StoreNodeSpan *spans, size_t n, int64_t *ret_ids);
 int sqlite_write_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close);
@@ -121,6 +124,7 @@ int sqlite_read_team_budgets(Store *s,
                              void *arg);
 int sqlite_read_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
 int sqlite_read_token_count(Store *s, int64_t *ret);
+int sqlite_read_token_list(Store *s, int (*fn)(void *arg, const StoreToken *t), void *arg);
 int sqlite_read_mig(Store *s,
                     int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
                     void *arg);

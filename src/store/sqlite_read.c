@@ -13,14 +13,17 @@ const char *const sqlite_read_sql[RS_COUNT] = {
     [RS_PING] = "SELECT max(version) FROM schema_version",
     [RS_JOBS] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
                 "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
-                "checkpoint_ms, placement_json, queue_key FROM jobs ORDER BY id",
+                "checkpoint_ms, placement_json, queue_key, user FROM jobs ORDER BY id",
     [RS_EVENTS] = "SELECT t_ms, type, detail FROM events WHERE job = ? ORDER BY t_ms, id",
     [RS_USAGE] = "SELECT job, team, project, pool, model, tier, gpu_equivalents, "
                  "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2), node FROM usage "
                  "WHERE start_ms < ?2 AND end_ms > ?1 AND end_ms > start_ms ORDER BY start_ms, id",
     [RS_TEAMS] = "SELECT name, guaranteed_gpus, burst_gpus, weight FROM teams ORDER BY name",
     [RS_TEAM_BUDGETS] = "SELECT name, budget_gpu_hours FROM team_budgets ORDER BY name",
-    [RS_TOKEN_FIND] = "SELECT id, role, team, name, node FROM tokens WHERE hash = ?",
+    [RS_TOKEN_FIND] = "SELECT id, role, team, name, node, user, created_ms, expires_ms, "
+                      "revoked_ms FROM tokens WHERE hash = ?",
+    [RS_TOKEN_LIST] = "SELECT id, role, team, name, node, user, created_ms, expires_ms, "
+                      "revoked_ms FROM tokens ORDER BY id",
     [RS_TOKEN_COUNT] = "SELECT count(*) FROM tokens",
     [RS_MIG] = "SELECT node, gpu_index, layout_json FROM mig_layouts ORDER BY node, gpu_index",
     [RS_LEARNED] = "SELECT class, peak_mib, ooms FROM learned_memory ORDER BY class",
@@ -90,7 +93,8 @@ static int row_job(sqlite3_stmt *st, StoreJob *j)
     };
     if (col_dup(st, 1, &j->name) < 0 || col_dup(st, 2, &j->team) < 0 ||
         col_dup(st, 3, &j->project) < 0 || col_dup(st, 4, &j->spec_json) < 0 ||
-        col_dup(st, 14, &j->checkpoint) < 0 || col_dup(st, 16, &j->placement_json) < 0) {
+        col_dup(st, 14, &j->checkpoint) < 0 || col_dup(st, 16, &j->placement_json) < 0 ||
+        col_dup(st, 18, &j->user) < 0) {
         store_job_free(j);
         return -ENOMEM;
     }
@@ -208,22 +212,45 @@ static void copy_field(char *dst, size_t size, const char *s)
     snprintf(dst, size, "%s", s ? s : "");
 }
 
+/* A token row in the column order of RS_TOKEN_FIND and RS_TOKEN_LIST. */
+static StoreToken row_token(sqlite3_stmt *st)
+{
+    StoreToken t = {
+        .id = sqlite3_column_int64(st, 0),
+        .created_ms = sqlite3_column_int64(st, 6),
+        .expires_ms = sqlite3_column_int64(st, 7),
+        .revoked_ms = sqlite3_column_int64(st, 8),
+    };
+    copy_field(t.role, sizeof(t.role), col_text(st, 1));
+    copy_field(t.team, sizeof(t.team), col_text(st, 2));
+    copy_field(t.name, sizeof(t.name), col_text(st, 3));
+    copy_field(t.node, sizeof(t.node), col_text(st, 4));
+    copy_field(t.user, sizeof(t.user), col_text(st, 5));
+    return t;
+}
+
 int sqlite_read_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret)
 {
     SqliteStore *db = sqlite_of(s);
     sqlite3_stmt *st = read_begin(db, RS_TOKEN_FIND);
     sqlite3_bind_blob(st, 1, hash, STORE_TOKEN_HASH_LEN, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        StoreToken t = {.id = sqlite3_column_int64(st, 0)};
-        copy_field(t.role, sizeof(t.role), col_text(st, 1));
-        copy_field(t.team, sizeof(t.team), col_text(st, 2));
-        copy_field(t.name, sizeof(t.name), col_text(st, 3));
-        copy_field(t.node, sizeof(t.node), col_text(st, 4));
-        *ret = t;
-    }
+    if (rc == SQLITE_ROW)
+        *ret = row_token(st);
     int r = read_end(db, st, rc, 0);
     return r < 0 ? r : rc == SQLITE_ROW;
+}
+
+int sqlite_read_token_list(Store *s, int (*fn)(void *arg, const StoreToken *t), void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_TOKEN_LIST);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreToken t = row_token(st);
+        r = fn(arg, &t);
+    }
+    return read_end(db, st, rc, r);
 }
 
 int sqlite_read_token_count(Store *s, int64_t *ret)

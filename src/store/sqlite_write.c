@@ -16,8 +16,8 @@ const char *const sqlite_write_sql[WS_COUNT] = {
     [WS_ROLLBACK_TO] = "ROLLBACK TO part",
     [WS_JOB_INSERT] = "INSERT INTO jobs (name, team, project, spec_json, owner, submit_ms, "
                       "priority, state, run, preemptions, start_ms, end_ms, exit_code, "
-                      "checkpoint, checkpoint_ms, placement_json, queue_key) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      "checkpoint, checkpoint_ms, placement_json, queue_key, user) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     [WS_JOB_UPDATE] = "UPDATE jobs SET priority = ?, state = ?, run = ?, preemptions = ?, "
                       "start_ms = ?, end_ms = ?, exit_code = ?, checkpoint = ?, "
                       "checkpoint_ms = ?, placement_json = ?, queue_key = ? WHERE id = ?",
@@ -30,8 +30,10 @@ const char *const sqlite_write_sql[WS_COUNT] = {
                     "guaranteed_gpus = ?2, burst_gpus = ?3, weight = ?4",
     [WS_TEAM_BUDGET_SET] = "INSERT INTO team_budgets (name, budget_gpu_hours) VALUES (?1, ?2) "
                            "ON CONFLICT (name) DO UPDATE SET budget_gpu_hours = ?2",
-    [WS_TOKEN_INSERT] = "INSERT INTO tokens (hash, role, team, node, name, created_ms) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
+    [WS_TOKEN_INSERT] = "INSERT INTO tokens (hash, role, team, node, name, created_ms, user, "
+                        "expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    [WS_TOKEN_REVOKE] = "UPDATE tokens SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms = -1",
+    [WS_TOKEN_EXISTS] = "SELECT 1 FROM tokens WHERE id = ?",
     [WS_MIG_SET] = "INSERT INTO mig_layouts (node, gpu_index, layout_json) VALUES (?1, ?2, ?3) "
                    "ON CONFLICT (node, gpu_index) DO UPDATE SET layout_json = ?3",
     [WS_LEARNED_SET] = "INSERT INTO learned_memory (class, peak_mib, ooms) VALUES (?1, ?2, ?3) "
@@ -85,7 +87,7 @@ static int insert_job(SqliteStore *db, const StoreJob *j, int64_t *ret_id, Buf *
     bind_text(st, 4, j->spec_json);
     sqlite3_bind_int64(st, 5, j->owner);
     sqlite3_bind_int64(st, 6, j->submit_ms);
-    bind_job_state(st, 7, j);
+    bind_text(st, bind_job_state(st, 7, j), j->user);
     int r = sqlite_run(db, db->wdb, st, err);
     if (r == 0)
         *ret_id = sqlite3_last_insert_rowid(db->wdb);
@@ -245,41 +247,73 @@ int sqlite_write_team_budget(Store *s, const char *name, double budget_gpu_hours
 
 typedef struct TokenPart {
     const uint8_t *hash;
-    const char *role, *team, *node, *name;
-    int64_t created_ms;
+    const StoreToken *t;
     int64_t id;
     int64_t *ret_id;
 } TokenPart;
 
 static int apply_token(SqliteStore *db, void *arg, Buf *err)
 {
-    TokenPart *t = arg;
+    TokenPart *p = arg;
+    const StoreToken *t = p->t;
     sqlite3_stmt *st = db->ws[WS_TOKEN_INSERT];
-    sqlite3_bind_blob(st, 1, t->hash, STORE_TOKEN_HASH_LEN, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 1, p->hash, STORE_TOKEN_HASH_LEN, SQLITE_STATIC);
     bind_text(st, 2, t->role);
     bind_text(st, 3, t->team);
     bind_text(st, 4, t->node);
     bind_text(st, 5, t->name);
     sqlite3_bind_int64(st, 6, t->created_ms);
+    bind_text(st, 7, t->user);
+    sqlite3_bind_int64(st, 8, t->expires_ms);
     int r = sqlite_run(db, db->wdb, st, err);
     if (r == 0)
-        t->id = sqlite3_last_insert_rowid(db->wdb);
+        p->id = sqlite3_last_insert_rowid(db->wdb);
     return r;
 }
 
 static void publish_token(void *arg)
 {
-    TokenPart *t = arg;
-    if (t->ret_id)
-        *t->ret_id = t->id;
+    TokenPart *p = arg;
+    if (p->ret_id)
+        *p->ret_id = p->id;
 }
 
-int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                       const char *team, const char *node, const char *name, int64_t created_ms,
+int sqlite_write_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const StoreToken *t,
                        int64_t *ret_id)
 {
-    TokenPart t = {hash, role, team, node, name, created_ms, 0, ret_id};
-    return sqlite_commit(sqlite_of(s), apply_token, publish_token, &t, NULL);
+    TokenPart p = {hash, t, 0, ret_id};
+    return sqlite_commit(sqlite_of(s), apply_token, publish_token, &p, NULL);
+}
+
+typedef struct RevokePart {
+    int64_t id, now_ms;
+} RevokePart;
+
+/* -ENOENT and -EALREADY are this part's own answers: the batch goes on without it. */
+static int apply_token_revoke(SqliteStore *db, void *arg, Buf *err)
+{
+    RevokePart *p = arg;
+    sqlite3_stmt *st = db->ws[WS_TOKEN_REVOKE];
+    sqlite3_bind_int64(st, 1, p->id);
+    sqlite3_bind_int64(st, 2, p->now_ms);
+    int r = sqlite_run(db, db->wdb, st, err);
+    if (r < 0 || sqlite3_changes(db->wdb) == 1)
+        return r;
+    st = db->ws[WS_TOKEN_EXISTS];
+    sqlite3_bind_int64(st, 1, p->id);
+    int rc = sqlite3_step(st);
+    r = rc == SQLITE_ROW    ? -EALREADY
+        : rc == SQLITE_DONE ? -ENOENT
+                            : sqlite_fail(db, db->wdb, rc, err);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return r;
+}
+
+int sqlite_write_token_revoke(Store *s, int64_t id, int64_t now_ms)
+{
+    RevokePart p = {id, now_ms};
+    return sqlite_commit(sqlite_of(s), apply_token_revoke, NULL, &p, NULL);
 }
 
 typedef struct MigPart {

@@ -85,7 +85,9 @@ void store_job_free(StoreJob *j)
     free(j->spec_json);
     free(j->checkpoint);
     free(j->placement_json);
+    free(j->user);
     j->name = j->team = j->project = j->spec_json = j->checkpoint = j->placement_json = NULL;
+    j->user = NULL;
 }
 
 int store_write(Store *s, StoreWrite *w, Buf *err)
@@ -189,18 +191,20 @@ int store_team_budgets_load(Store *s,
     return s->ops->team_budgets_load(s, fn, arg);
 }
 
-int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                       const char *team, const char *node, const char *name, int64_t created_ms,
+static bool fits(const char *s, size_t size)
+{
+    return memchr(s, '\0', size) != NULL;
+}
+
+int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const StoreToken *t,
                        int64_t *ret_id)
 {
-    StoreToken t;
-    /* the fields must fit what store_token_find hands back */
-    if (!hash || !role || !*role || strlen(role) >= sizeof(t.role) ||
-        (team && strlen(team) >= sizeof(t.team)) || (node && strlen(node) >= sizeof(t.node)) ||
-        (name && strlen(name) >= sizeof(t.name)))
+    if (!hash || !t || !t->role[0] || !fits(t->role, sizeof(t->role)) ||
+        !fits(t->team, sizeof(t->team)) || !fits(t->node, sizeof(t->node)) ||
+        !fits(t->name, sizeof(t->name)) || !fits(t->user, sizeof(t->user)) || t->revoked_ms != -1 ||
+        t->expires_ms < -1)
         return -EINVAL;
-    return s->ops->token_insert(s, hash, role, team ? team : "", node ? node : "", name ? name : "",
-                                created_ms, ret_id);
+    return s->ops->token_insert(s, hash, t, ret_id);
 }
 
 int store_token_find(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret)
@@ -213,6 +217,20 @@ int store_token_find(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreTo
 int store_token_count(Store *s, int64_t *ret)
 {
     return s->ops->token_count(s, ret);
+}
+
+int store_token_list(Store *s, int (*fn)(void *arg, const StoreToken *t), void *arg)
+{
+    if (!fn)
+        return -EINVAL;
+    return s->ops->token_list(s, fn, arg);
+}
+
+int store_token_revoke(Store *s, int64_t id, int64_t now_ms)
+{
+    if (id < 1 || now_ms < 0)
+        return -EINVAL;
+    return s->ops->token_revoke(s, id, now_ms);
 }
 
 int store_mig_set(Store *s, const char *node, unsigned index, const char *layout_json)

@@ -46,6 +46,7 @@ typedef struct StoreJob {
     char *project;    /* NULL: none */
     char *spec_json;  /* the job as submitted, normalised (spec_job_to_json) */
     int64_t owner;    /* token id of the submitter */
+    char *user;       /* the user the submitter's token acts for, NULL: none known */
     uint8_t priority; /* Priority (core/job.h) */
     uint8_t state;    /* the server's JobState */
     uint32_t run;     /* runs started so far */
@@ -177,7 +178,8 @@ int store_learned_load(Store *s,
                        int (*fn)(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms),
                        void *arg);
 
-/* API tokens, kept as their hash. */
+/* API tokens, kept as their hash. A revoked token keeps its row (revoked_ms set), so
+ * its id stays unique and its hash is never accepted again. */
 #define STORE_TOKEN_HASH_LEN 32
 typedef struct StoreToken {
     int64_t id;
@@ -185,15 +187,26 @@ typedef struct StoreToken {
     char team[64]; /* "" when none */
     char node[64]; /* agent: the only node it may act for; "" any */
     char name[64];
+    char user[64];      /* who the token acts for; "" none (tokens made before users) */
+    int64_t created_ms; /* ms since the epoch */
+    int64_t expires_ms; /* refused from then on; -1 never */
+    int64_t revoked_ms; /* refused since then; -1 not revoked */
 } StoreToken;
 
-int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const char *role,
-                       const char *team, const char *node, const char *name, int64_t created_ms,
+/* Insert t (its id is ignored) with hash; *ret_id the new id. -EINVAL when a field is
+ * empty where needed or does not fit, -EEXIST when the hash is taken. */
+int store_token_insert(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], const StoreToken *t,
                        int64_t *ret_id);
-/* 1 and *ret filled when a token with this hash exists, 0 when not, or an error. */
+/* 1 and *ret filled when a token with this hash exists (revoked or not), 0 when not, or
+ * an error. */
 int store_token_find(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
-/* How many tokens exist (the first start creates the admin token when none). */
+/* How many tokens exist, revoked ones too (the first start creates the admin token
+ * when none). */
 int store_token_count(Store *s, int64_t *ret);
+/* Every token, by id; fn's nonzero return stops the walk and is returned. */
+int store_token_list(Store *s, int (*fn)(void *arg, const StoreToken *t), void *arg);
+/* Mark token id revoked at now_ms. 0; -ENOENT no such token; -EALREADY revoked before. */
+int store_token_revoke(Store *s, int64_t id, int64_t now_ms);
 
 /* The MIG layout the server set on a node's GPU, as JSON ([{"profile":..,"start":..}]),
  * so a restarted server knows the instances its running jobs sit in. */

@@ -145,7 +145,9 @@ api 200 "$VIEWER" GET /api/v1/jobs/1
 json_ok "$T/out" "d['spec']['name'] == 'bert' and d['spec']['gpus'] == 2 and isinstance(d['events'], list)"
 api 404 "$VIEWER" GET /api/v1/jobs/999
 api 404 "$VIEWER" GET /api/v1/jobs/abc
-api 404 "$VIEWER" GET /api/v1/jobs/1/logs
+# a job's logs are its team's and the admins' (docs/api.md, Who may read what)
+api 403 "$VIEWER" GET /api/v1/jobs/1/logs
+api 404 "$ADMIN" GET /api/v1/jobs/1/logs
 
 api 200 "$VIEWER" GET /api/v1/nodes
 json_ok "$T/out" "len(d['nodes']) == 4 and {n['state'] for n in d['nodes']} == {'unknown'}"

@@ -48,11 +48,11 @@ STATUS=$(curl -sS -o "$T/out" -w '%{http_code}' -X POST "$URL/")
 # whoami, for every role but an agent's
 api GET /api/v1/whoami
 [ "$STATUS" = 200 ] || fail "whoami answered $STATUS"
-json_ok "$T/out" 'd["role"] == "admin" and d["team"] is None and isinstance(d["token_id"], int)'
+json_ok "$T/out" 'd["role"] == "admin" and d["team"] is None and d["user"] == "admin" and isinstance(d["token_id"], int)'
 for spec in "lead research" "member search" "viewer"; do
     set -- $spec
     if [ $# = 2 ]; then
-        body="{\"role\": \"$1\", \"team\": \"$2\"}"
+        body="{\"role\": \"$1\", \"team\": \"$2\", \"user\": \"u-$1\"}"
         team="'$2'"
     else
         body="{\"role\": \"$1\"}"
@@ -64,7 +64,9 @@ for spec in "lead research" "member search" "viewer"; do
     id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/out")
     TOKEN=$tok api GET /api/v1/whoami
     [ "$STATUS" = 200 ] || fail "whoami for $1 answered $STATUS"
-    json_ok "$T/out" "d == {'role': '$1', 'team': $team, 'token_id': $id}"
+    user=None
+    [ $# = 2 ] && user="'u-$1'"
+    json_ok "$T/out" "d == {'role': '$1', 'team': $team, 'user': $user, 'token_id': $id}"
 done
 api POST /api/v1/tokens '{"role": "agent"}'
 agent=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$T/out")

@@ -210,8 +210,20 @@ static void test_queue(void **state)
     buf_reset(&out);
     assert_int_equal(view_queue(doc, NOW, 80, &out, &err), 0);
     assert_null(strstr(buf_str(&out), "REASON"));
+    assert_null(strstr(buf_str(&out), "USER")); /* no job names a user */
     assert_non_null(strstr(buf_str(&out), "eta now"));
     assert_non_null(strstr(buf_str(&out), " 5  x     -     -     pending")); /* no team, class */
+    json_decref(doc);
+
+    /* a job that names its user: a USER column after TEAM, "-" for one that names none */
+    doc = parse("{\"jobs\": [{\"id\": 5, \"name\": \"x\", \"team\": \"search\", \"user\": "
+                "\"alice\", \"state\": \"running\", \"gpu_equivalents\": 1}, {\"id\": 6, "
+                "\"name\": \"y\", \"state\": \"running\", \"gpu_equivalents\": 1}]}");
+    buf_reset(&out);
+    assert_int_equal(view_queue(doc, NOW, 80, &out, &err), 0);
+    assert_non_null(strstr(buf_str(&out), "ID  NAME  TEAM    USER   PRIO"));
+    assert_non_null(strstr(buf_str(&out), " 5  x     search  alice  -     running"));
+    assert_non_null(strstr(buf_str(&out), " 6  y     -       -      -     running"));
     json_decref(doc);
 
     /* not the documented shape */

@@ -1,8 +1,9 @@
 /* test_http_auth.c: API tokens and role rules (server/auth.c): the token's shape and
  * randomness, its hash (stable, and what the store is asked for), resolution of
  * "Authorization: Bearer" headers against a real SQLite store (uncached and cached),
- * the first admin token in admin.token (mode 0600, once, never over a file), and the
- * table of what each role may do. */
+ * the first admin token in admin.token (mode 0600, once, never over a file, taken up
+ * after a start killed before the store had it), expiry and revocation (the cache
+ * forgets a revoked token), and the table of what each role may do. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -145,8 +146,9 @@ static void test_resolve(void **state)
     uint8_t hash[STORE_TOKEN_HASH_LEN];
     int64_t id;
     Buf err = {0};
-    assert_int_equal(
-        auth_token_create(f->s.store, ROLE_MEMBER, "search", NULL, "ci", 1000, tok, &id, &err), 0);
+    AuthTokenSpec member = {
+        .role = ROLE_MEMBER, .team = "search", .name = "ci", .user = "alice", .expires_ms = -1};
+    assert_int_equal(auth_token_create(f->s.store, &member, 1000, tok, &id, &err), 0);
     assert_true(id > 0);
     assert_int_equal(auth_token_new(other, hash), 0); /* never stored */
 
@@ -155,6 +157,7 @@ static void test_resolve(void **state)
     assert_int_equal(auth_resolve(&f->s, h, &c), 0);
     assert_int_equal(c.role, ROLE_MEMBER);
     assert_string_equal(c.team, "search");
+    assert_string_equal(c.user, "alice");
     assert_int_equal(c.token_id, id);
     /* the scheme is case-insensitive; spaces around the token are tolerated */
     snprintf(h, sizeof(h), "bearer   %s ", tok);
@@ -192,9 +195,8 @@ static void test_resolve(void **state)
     /* a token created after the cache saw misses resolves too */
     char later[AUTH_TOKEN_SIZE];
     int64_t later_id;
-    assert_int_equal(auth_token_create(f->s.store, ROLE_AGENT, NULL, "h100-0", "node", 2000, later,
-                                       &later_id, &err),
-                     0);
+    AuthTokenSpec agent = {.role = ROLE_AGENT, .node = "h100-0", .name = "node", .expires_ms = -1};
+    assert_int_equal(auth_token_create(f->s.store, &agent, 2000, later, &later_id, &err), 0);
     header(h, sizeof(h), later);
     assert_int_equal(auth_cache_resolve(cache, &f->s, h, &c), 0);
     assert_int_equal(c.role, ROLE_AGENT);
@@ -210,8 +212,10 @@ static void test_bootstrap(void **state)
     Fixture *f = *state;
     char *path = NULL;
     Buf err = {0};
-    assert_int_equal(auth_bootstrap(&f->s, &path, &err), 0);
+    bool adopted = true;
+    assert_int_equal(auth_bootstrap(&f->s, &path, &adopted, &err), 0);
     assert_non_null(path);
+    assert_false(adopted);
     char want[128];
     snprintf(want, sizeof(want), "%s/admin.token", f->dir);
     assert_string_equal(path, want);
@@ -230,11 +234,16 @@ static void test_bootstrap(void **state)
     Caller c;
     assert_int_equal(auth_resolve(&f->s, h, &c), 0);
     assert_int_equal(c.role, ROLE_ADMIN);
+    assert_string_equal(c.user, "admin");
     free(text);
+    /* no temporary file is left */
+    char tmp[160];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    assert_int_equal(access(tmp, F_OK), -1);
 
     /* tokens exist now: nothing more is written */
     char *again = (char *)1;
-    assert_int_equal(auth_bootstrap(&f->s, &again, &err), 0);
+    assert_int_equal(auth_bootstrap(&f->s, &again, &adopted, &err), 0);
     assert_null(again);
     int64_t n;
     assert_int_equal(store_token_count(f->s.store, &n), 0);
@@ -254,10 +263,12 @@ static void test_bootstrap_never_overwrites(void **state)
     close(fd);
 
     char *ret = (char *)1;
+    bool adopted;
     Buf err = {0};
-    assert_int_equal(auth_bootstrap(&f->s, &ret, &err), -EEXIST);
+    assert_int_equal(auth_bootstrap(&f->s, &ret, &adopted, &err), -EEXIST);
     assert_ptr_equal(ret, (char *)1); /* untouched on failure */
     assert_non_null(strstr(buf_str(&err), "admin.token exists"));
+    assert_non_null(strstr(buf_str(&err), "does not hold one gpuorch token"));
     /* the old file is left as it was, and no token went into the store */
     char *text;
     size_t len;
@@ -267,6 +278,87 @@ static void test_bootstrap_never_overwrites(void **state)
     int64_t n;
     assert_int_equal(store_token_count(f->s.store, &n), 0);
     assert_int_equal(n, 0);
+    buf_free(&err);
+}
+
+/* A first start killed after the file was in place but before the store had the hash:
+ * the next start takes the file up, and only a file that is safely ours. */
+static void test_bootstrap_takes_up_file(void **state)
+{
+    Fixture *f = *state;
+    char path[128], tok[AUTH_TOKEN_SIZE], line[AUTH_TOKEN_SIZE + 1], h[128];
+    uint8_t hash[STORE_TOKEN_HASH_LEN];
+    snprintf(path, sizeof(path), "%s/admin.token", f->dir);
+    assert_int_equal(auth_token_new(tok, hash), 0);
+    snprintf(line, sizeof(line), "%s\n", tok);
+
+    /* readable by others: refused, left alone */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(fchmod(fd, 0644), 0);
+    assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+    close(fd);
+    char *ret = NULL;
+    bool adopted = false;
+    Buf err = {0};
+    assert_int_equal(auth_bootstrap(&f->s, &ret, &adopted, &err), -EEXIST);
+    assert_non_null(strstr(buf_str(&err), "mode is not 0600"));
+    buf_free(&err);
+
+    /* a stale temporary file of a start killed before its rename does not matter */
+    char tmp[160];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "gpo_", 4), 4);
+    close(fd);
+
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_int_equal(auth_bootstrap(&f->s, &ret, &adopted, &err), 0);
+    assert_true(adopted);
+    assert_non_null(ret);
+    header(h, sizeof(h), tok);
+    Caller c;
+    assert_int_equal(auth_resolve(&f->s, h, &c), 0);
+    assert_int_equal(c.role, ROLE_ADMIN);
+    assert_string_equal(c.user, "admin");
+    free(ret);
+    buf_free(&err);
+}
+
+/* Expiry and revocation: refused by the store's answer and by the cache at once. */
+static void test_expiry_and_revocation(void **state)
+{
+    Fixture *f = *state;
+    char tok[AUTH_TOKEN_SIZE], past[AUTH_TOKEN_SIZE], h[128];
+    int64_t id, past_id;
+    Buf err = {0};
+    int64_t now = server_now_ms();
+    AuthTokenSpec live = {.role = ROLE_VIEWER, .user = "bob", .expires_ms = now + 3600 * 1000};
+    AuthTokenSpec old = {.role = ROLE_VIEWER, .user = "bob", .expires_ms = now - 1};
+    assert_int_equal(auth_token_create(f->s.store, &live, now, tok, &id, &err), 0);
+    assert_int_equal(auth_token_create(f->s.store, &old, now - 10, past, &past_id, &err), 0);
+    Caller c;
+    header(h, sizeof(h), past);
+    assert_int_equal(auth_resolve(&f->s, h, &c), -EKEYEXPIRED);
+    assert_non_null(strstr(auth_refusal(-EKEYEXPIRED, h), "expired"));
+
+    AuthCache *cache = auth_cache_new();
+    assert_non_null(cache);
+    assert_int_equal(auth_cache_resolve(cache, &f->s, h, &c), -EKEYEXPIRED);
+    header(h, sizeof(h), tok);
+    assert_int_equal(auth_cache_last_used(cache, id), -1);
+    assert_int_equal(auth_cache_resolve(cache, &f->s, h, &c), 0); /* now cached */
+    assert_true(auth_cache_last_used(cache, id) >= now);
+    assert_int_equal(store_token_revoke(f->s.store, id, server_now_ms()), 0);
+    /* the cache still holds it until it is told: revocation tells it */
+    assert_int_equal(auth_cache_resolve(cache, &f->s, h, &c), 0);
+    auth_cache_forget(cache, id);
+    assert_int_equal(auth_cache_resolve(cache, &f->s, h, &c), -EKEYREVOKED);
+    assert_int_equal(auth_cache_resolve(cache, &f->s, h, &c), -EKEYREVOKED);
+    assert_int_equal(auth_resolve(&f->s, h, &c), -EKEYREVOKED);
+    assert_non_null(strstr(auth_refusal(-EKEYREVOKED, h), "revoked"));
+    auth_cache_free(cache);
     buf_free(&err);
 }
 
@@ -280,6 +372,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resolve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bootstrap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bootstrap_never_overwrites, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bootstrap_takes_up_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiry_and_revocation, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

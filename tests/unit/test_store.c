@@ -85,6 +85,7 @@ static StoreJob job(const char *name, const char *team)
         .team = (char *)team,
         .spec_json = (char *)"{\"name\": \"x\"}",
         .owner = 7,
+        .user = team ? (char *)"alice" : NULL,
         .priority = 2,
         .submit_ms = 1000,
         .start_ms = -1,
@@ -207,6 +208,10 @@ static void test_insert_ids(void **state)
             assert_null(b->team);
         assert_string_equal(b->spec_json, a->spec_json);
         assert_int_equal(b->owner, 7);
+        if (a->team) /* job() gives jobs of a team a user, the others none */
+            assert_string_equal(b->user, "alice");
+        else
+            assert_null(b->user);
         assert_int_equal(b->priority, 2);
         assert_int_equal(b->state, a->state);
         assert_int_equal(b->run, a->run);
@@ -280,6 +285,7 @@ static void test_update(void **state)
     assert_string_equal(b->project, "ranking");
     assert_string_equal(b->spec_json, a.spec_json);
     assert_int_equal(b->owner, 7);
+    assert_string_equal(b->user, "alice"); /* who submitted it is never updated */
     assert_int_equal(b->submit_ms, 1000);
     assert_int_equal(b->priority, 0);
     assert_int_equal(b->state, 4);
@@ -530,6 +536,12 @@ static void test_node_spans(void **state)
     assert_int_equal(store_node_spans_end(f->s, NULL, 1, 5, false), -EINVAL);
 }
 
+/* What migration 7 added (tokens' user, expiry, revocation; jobs' user), dropped to
+ * make a database as an older gpuorch left it. */
+#define UNDO_USERS                                                                                 \
+    "ALTER TABLE jobs DROP COLUMN user; ALTER TABLE tokens DROP COLUMN user; "                     \
+    "ALTER TABLE tokens DROP COLUMN expires_ms; ALTER TABLE tokens DROP COLUMN revoked_ms; "
+
 /* A database of the schema before node spans (version 5, usage without a node) is
  * migrated on opening: its usage is kept, with no node, and spans can be kept. */
 static void test_migrate_to_spans(void **state)
@@ -550,6 +562,7 @@ static void test_migrate_to_spans(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
+                                  UNDO_USERS
                                   "DROP TABLE node_spans; ALTER TABLE usage DROP COLUMN node; "
                                   "DELETE FROM schema_version WHERE version > 5",
                                   NULL, NULL, NULL),
@@ -574,6 +587,29 @@ static void hash_of(uint8_t h[STORE_TOKEN_HASH_LEN], int seed)
         h[i] = (uint8_t)(seed * 31 + i);
 }
 
+/* A token row from the fields the tests vary. */
+static int token_insert(Store *s, const uint8_t *hash, const char *role, const char *team,
+                        const char *node, const char *name, int64_t created_ms, int64_t *ret_id)
+{
+    StoreToken t = {.created_ms = created_ms, .expires_ms = -1, .revoked_ms = -1};
+    snprintf(t.role, sizeof(t.role), "%s", role);
+    snprintf(t.team, sizeof(t.team), "%s", team ? team : "");
+    snprintf(t.node, sizeof(t.node), "%s", node ? node : "");
+    snprintf(t.name, sizeof(t.name), "%s", name ? name : "");
+    return store_token_insert(s, hash, &t, ret_id);
+}
+
+static int collect_token(void *arg, const StoreToken *t)
+{
+    StoreToken *seen = arg;
+    for (int i = 0; i < 8; i++)
+        if (!seen[i].id) {
+            seen[i] = *t;
+            return 0;
+        }
+    return -ENOSPC;
+}
+
 static void test_tokens(void **state)
 {
     Fixture *f = *state;
@@ -584,8 +620,8 @@ static void test_tokens(void **state)
     hash_of(h1, 1);
     hash_of(h2, 2);
     hash_of(h3, 3);
-    assert_int_equal(store_token_insert(f->s, h1, "admin", NULL, NULL, "admin.token", 5, &id1), 0);
-    assert_int_equal(store_token_insert(f->s, h2, "member", "search", NULL, "ci", 6, &id2), 0);
+    assert_int_equal(token_insert(f->s, h1, "admin", NULL, NULL, "admin.token", 5, &id1), 0);
+    assert_int_equal(token_insert(f->s, h2, "member", "search", NULL, "ci", 6, &id2), 0);
     assert_true(id1 >= 1);
     assert_int_equal(id2, id1 + 1);
     assert_int_equal(store_token_count(f->s, &n), 0);
@@ -607,20 +643,27 @@ static void test_tokens(void **state)
 
     /* the same hash twice is refused; the id is left alone */
     int64_t id3 = -5;
-    assert_int_equal(store_token_insert(f->s, h2, "viewer", NULL, NULL, "again", 7, &id3), -EEXIST);
+    assert_int_equal(token_insert(f->s, h2, "viewer", NULL, NULL, "again", 7, &id3), -EEXIST);
     assert_int_equal(id3, -5);
     /* fields too long for StoreToken */
     char longname[80];
     memset(longname, 'x', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
-    assert_int_equal(store_token_insert(f->s, h3, "member", "search", NULL, longname, 7, &id3),
-                     -EINVAL);
-    assert_int_equal(store_token_insert(f->s, h3, "agent", NULL, longname, "a", 7, &id3), -EINVAL);
+    StoreToken bad = {.expires_ms = -1, .revoked_ms = -1};
+    snprintf(bad.role, sizeof(bad.role), "member");
+    memset(bad.name, 'x', sizeof(bad.name)); /* no terminator: it does not fit */
+    assert_int_equal(store_token_insert(f->s, h3, &bad, &id3), -EINVAL);
+    memset(bad.name, 0, sizeof(bad.name));
+    memset(bad.user, 'x', sizeof(bad.user));
+    assert_int_equal(store_token_insert(f->s, h3, &bad, &id3), -EINVAL);
+    memset(bad.user, 0, sizeof(bad.user));
+    bad.role[0] = '\0'; /* a role is required */
+    assert_int_equal(store_token_insert(f->s, h3, &bad, &id3), -EINVAL);
     assert_int_equal(store_token_count(f->s, &n), 0);
     assert_int_equal(n, 2);
     /* an agent token bound to a node */
     int64_t id4 = 0;
-    assert_int_equal(store_token_insert(f->s, h3, "agent", NULL, "h100-0", "a", 8, &id4), 0);
+    assert_int_equal(token_insert(f->s, h3, "agent", NULL, "h100-0", "a", 8, &id4), 0);
     reopen(f);
     assert_int_equal(store_token_find(f->s, h2, &t), 1);
     assert_int_equal(t.id, id2);
@@ -628,6 +671,87 @@ static void test_tokens(void **state)
     assert_int_equal(t.id, id4);
     assert_string_equal(t.role, "agent");
     assert_string_equal(t.node, "h100-0");
+    assert_int_equal(t.expires_ms, -1);
+    assert_int_equal(t.revoked_ms, -1);
+
+    /* a user and an expiry go in and come back; revoking keeps the row */
+    uint8_t h4[STORE_TOKEN_HASH_LEN];
+    hash_of(h4, 4);
+    StoreToken u = {.created_ms = 9, .expires_ms = 90000, .revoked_ms = -1};
+    snprintf(u.role, sizeof(u.role), "lead");
+    snprintf(u.team, sizeof(u.team), "search");
+    snprintf(u.user, sizeof(u.user), "alice");
+    int64_t id5 = 0;
+    assert_int_equal(store_token_insert(f->s, h4, &u, &id5), 0);
+    assert_int_equal(store_token_revoke(f->s, id5, 1234), 0);
+    assert_int_equal(store_token_revoke(f->s, id5, 1300), -EALREADY);
+    assert_int_equal(store_token_revoke(f->s, id5 + 100, 1300), -ENOENT);
+    reopen(f);
+    assert_int_equal(store_token_find(f->s, h4, &t), 1);
+    assert_string_equal(t.user, "alice");
+    assert_int_equal(t.created_ms, 9);
+    assert_int_equal(t.expires_ms, 90000);
+    assert_int_equal(t.revoked_ms, 1234); /* the first revocation's time */
+    StoreToken seen[8] = {0};
+    assert_int_equal(store_token_list(f->s, collect_token, seen), 0);
+    assert_int_equal(seen[0].id, id1);
+    assert_int_equal(seen[1].id, id2);
+    assert_int_equal(seen[2].id, id4);
+    assert_int_equal(seen[3].id, id5);
+    assert_int_equal(seen[3].revoked_ms, 1234);
+    assert_int_equal(seen[4].id, 0);
+    assert_string_equal(seen[0].name, "admin.token");
+    assert_int_equal(store_token_count(f->s, &n), 0);
+    assert_int_equal(n, 4); /* revoked tokens count: the first start makes no new one */
+}
+
+static int keep_user(void *arg, StoreJob *j)
+{
+    char **user = arg;
+    free(*user);
+    *user = j->user ? strdup(j->user) : NULL;
+    store_job_free(j);
+    return 0;
+}
+
+/* A database of version 6 (tokens without a user, jobs without one): the first admin
+ * token becomes user "admin", its jobs name it, the other tokens and jobs none; no
+ * token is revoked or expires. */
+static void test_migrate_to_users(void **state)
+{
+    Fixture *f = *state;
+    uint8_t h1[STORE_TOKEN_HASH_LEN], h2[STORE_TOKEN_HASH_LEN];
+    hash_of(h1, 1);
+    hash_of(h2, 2);
+    int64_t admin = 0, ci = 0;
+    assert_int_equal(token_insert(f->s, h1, "admin", NULL, NULL, "admin.token", 5, &admin), 0);
+    assert_int_equal(token_insert(f->s, h2, "member", "search", NULL, "ci", 6, &ci), 0);
+    StoreJob j = job("old", "search");
+    j.owner = admin;
+    write_ok(f->s, &(StoreWrite){.inserts = &j, .n_inserts = 1});
+    int v = store_schema_version(f->s);
+    store_close(f->s);
+    f->s = NULL;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, UNDO_USERS "DELETE FROM schema_version WHERE version > 6",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    f->s = open_ok(f->path);
+    assert_int_equal(store_schema_version(f->s), v);
+    StoreToken t;
+    assert_int_equal(store_token_find(f->s, h1, &t), 1);
+    assert_string_equal(t.user, "admin");
+    assert_int_equal(t.expires_ms, -1);
+    assert_int_equal(t.revoked_ms, -1);
+    assert_int_equal(store_token_find(f->s, h2, &t), 1);
+    assert_string_equal(t.user, "");
+    char *user = NULL;
+    assert_int_equal(store_jobs_load(f->s, keep_user, &user), 0);
+    assert_non_null(user);
+    assert_string_equal(user, "admin");
+    free(user);
 }
 
 static int see_team(void *arg, const char *name, double g, double b, double w)
@@ -692,6 +816,7 @@ static void test_team_budgets(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
+                                  UNDO_USERS
                                   "DROP TABLE team_budgets; ALTER TABLE tokens DROP COLUMN node; "
                                   "DROP TABLE learned_memory; DROP TABLE node_spans; "
                                   "ALTER TABLE usage DROP COLUMN node; "
@@ -974,6 +1099,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_events_and_usage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_spans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_to_spans, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_to_users, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_teams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_team_budgets, setup, teardown),

@@ -10,7 +10,8 @@
 // for the same period, and its chart draws idle capacity apart from the teams' bars;
 // the Team page shows the GPU memory a class learned from a job that ran out of it; the
 // Cluster page shows a node whose agent reports other GPUs than the cluster file
-// declares as mismatched, with the difference. Every page is photographed at 1280x800
+// declares as mismatched, with the difference; the Tokens page (the admin's only)
+// makes a token that works, shows it once, and revokes it so that it stops at once. Every page is photographed at 1280x800
 // and at a phone's size; any console error fails the test (but for the refusals a step
 // expects).
 //
@@ -391,7 +392,51 @@ async function main() {
   check(await page.locator('#nav a', { hasText: 'Submit' }).count() === 0, 'a viewer is offered Submit');
   await page.locator(`tr[data-job="${a}"]`).waitFor();
   check(await page.locator('table.jobs button').count() === 0, 'a viewer is offered cancel');
+  check(await page.locator('#nav a', { hasText: 'Tokens' }).count() === 0, 'a viewer is offered Tokens');
   log('a viewer only reads');
+
+  // Tokens: the admin makes one in the page, sees it once, revokes it; it stops at once.
+  step = 'tokens';
+  await signOut(page);
+  await signIn(page, ADMIN);
+  await page.locator('#nav a', { hasText: 'Tokens' }).click();
+  await page.locator('tr[data-token="1"]').waitFor();
+  await page.locator('#t-role').selectOption('member');
+  await expectingRefusal([400], async () => {
+    await page.getByRole('button', { name: 'Create token' }).click();
+    await page.locator('#token-error', { hasText: "field 'team' is required for a member" }).waitFor();
+  });
+  await page.locator('#t-role').selectOption('viewer');
+  await page.locator('#t-user').fill('pat');
+  await page.locator('#t-name').fill('portal-made');
+  await page.locator('#t-days').fill('30');
+  await page.getByRole('button', { name: 'Create token' }).click();
+  const secret = (await page.locator('#token-secret').textContent()).trim();
+  check(secret.startsWith('gpo_'), `the page shows no token: ${secret}`);
+  const pat = await call('GET', '/whoami', undefined, secret);
+  check(pat.role === 'viewer' && pat.user === 'pat', `the new token is ${JSON.stringify(pat)}`);
+  const patRow = page.locator(`tr[data-token="${pat.token_id}"]`);
+  await patRow.waitFor();
+  check((await patRow.textContent()).includes('portal-made') && (await patRow.textContent()).includes('active'),
+    `the new token's row: ${await patRow.textContent()}`);
+  const listed = (await call('GET', '/tokens')).tokens.find((t) => t.id === pat.token_id);
+  check(listed.expires_ms - listed.created_ms === 30 * 86400 * 1000, `the token expires at ${listed.expires_ms}`);
+  await shoot(page, '8-tokens');
+  await page.getByRole('button', { name: `Revoke token ${pat.token_id}` }).click();
+  await page.getByRole('button', { name: `Confirm revoking token ${pat.token_id}` }).click();
+  await page.locator('#tokens-notice', { hasText: `Token ${pat.token_id} (portal-made) revoked` }).waitFor();
+  await page.locator(`tr[data-token="${pat.token_id}"] td.token-state`, { hasText: 'revoked' }).waitFor();
+  const after = await fetch(`${URL_}/api/v1/whoami`, { headers: { Authorization: `Bearer ${secret}` } });
+  check(after.status === 401, `a revoked token was answered ${after.status}`);
+  check(await page.getByRole('button', { name: 'Revoke token 1' }).count() === 1, 'the admin token has no Revoke');
+  await signOut(page);
+  await page.locator('#token').fill(secret);
+  await expectingRefusal([401], async () => {
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('#signin-error', { hasText: 'The token was revoked.' }).waitFor();
+  });
+  await signIn(page, ADMIN);
+  log('a token made in the page works, and revoked there it stops at once');
 
   // The cluster, late enough for a few utilisation samples.
   step = 'cluster';
