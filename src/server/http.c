@@ -218,6 +218,7 @@ typedef struct ReqCtx {
     char refuse_msg[160];
     char allow[64]; /* 405: the methods the path takes */
     bool too_big;
+    bool answered; /* a reply was queued on the headers: later calls only drop data */
     Buf body;
     char *params_buf; /* the path parameters, NUL-separated */
     const char *params[HTTP_MAX_PARAMS];
@@ -421,11 +422,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             else
                 http_reply_error(&rp, 413, "request body is over 1 MiB");
             audit_reply(h, conn, method, url, ctx, &rp);
+            ctx->answered = true;
             enum MHD_Result ret =
                 send_reply(conn, method, url, &rp, ctx->refuse == 405 ? ctx->allow : NULL);
             buf_free(&rp.body);
             return ret;
         }
+        return MHD_YES;
+    }
+    if (ctx->answered) {
+        *upload_data_size = 0;
         return MHD_YES;
     }
     if (*upload_data_size) {
