@@ -29,7 +29,7 @@ static void usage(FILE *f)
             "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
             "                      [--listen HOST:PORT] [--data-dir DIR]\n"
             "                      [--heartbeat-ms N] [--lost-after-ms N] [--lost-grace-ms N]\n"
-            "                      [--min-runtime-s N] [--web DIR]\n"
+            "                      [--min-runtime-s N] [--web DIR] [--conns-per-ip N]\n"
             "                      [--provider none|sim|exec:SCRIPT]\n"
             "                      [--kubernetes [--kubeconfig FILE] [--kube-context NAME]\n"
             "                       [--scheduler-name NAME] [--leader-elect]\n"
@@ -50,6 +50,8 @@ static void usage(FILE *f)
             "                      0: at once)\n"
             "  --min-runtime-s N   how long a job runs before it may be preempted (default 300;\n"
             "                      production does not wait for it)\n"
+            "  --conns-per-ip N    open connections one client address may hold (default 64;\n"
+            "                      0: only the server's 1000 in all)\n"
             "  --web DIR           the portal's files, served at / (default: $GPUORCH_WEB, else\n"
             "                      ./web, else the installed copy)\n"
             "  --provider P        who starts and stops the nodes of autoscaled pools: none\n"
@@ -140,6 +142,7 @@ int cmd_server(int argc, char **argv)
         {"lost-grace-ms", required_argument, NULL, 'G'},
         {"min-runtime-s", required_argument, NULL, 'm'},
         {"web", required_argument, NULL, 'w'},
+        {"conns-per-ip", required_argument, NULL, 'C'},
         {"provider", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {"kubernetes", no_argument, NULL, OPT_KUBE},
@@ -161,9 +164,10 @@ int cmd_server(int argc, char **argv)
     kube_options_defaults(&ko);
     const char *listen = DEFAULT_LISTEN, *data_dir = NULL, *web = NULL;
     _cleanup_free_ char *script = NULL;
+    HttpLimits lim = {.conns_per_ip = HTTP_CONNS_PER_IP};
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:G:m:w:P:h", opts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:d:l:D:H:L:G:m:w:P:C:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             o.config_path = optarg;
@@ -219,6 +223,18 @@ int cmd_server(int argc, char **argv)
                 return 2;
             }
             o.min_runtime_ms = v * 1000;
+            break;
+        }
+        case 'C': {
+            int64_t v;
+            if (parse_i64(optarg, &v) < 0 || v < 0 || v > 1000) {
+                fprintf(stderr,
+                        "gpuorch server: --conns-per-ip must be a whole number from 0 to 1000, "
+                        "not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            lim.conns_per_ip = (unsigned)v;
             break;
         }
         case 'h':
@@ -317,7 +333,7 @@ int cmd_server(int argc, char **argv)
         return r == -EINVAL ? 2 : 1;
     }
     if ((r = auth_bootstrap(s, &token_path, &token_adopted, &err)) < 0 ||
-        (r = http_server_start(s, &lis, web, &h, &err)) < 0) {
+        (r = http_server_start(s, &lis, web, &lim, &h, &err)) < 0) {
         fprintf(stderr, "gpuorch server: %s\n", err.len ? buf_str(&err) : strerror(-r));
         buf_free(&err);
         http_listener_close(&lis);

@@ -16,11 +16,15 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define JOBS_DEFAULT_LIMIT 1000
-#define LOG_MAX_REPLY      (4u << 20) /* a log reply carries at most this; ask again */
+/* Jobs in one submission: each is checked and queued under the state lock, so one
+ * request of tens of thousands would hold up every other request and the scheduler. */
+#define SUBMIT_MAX_JOBS 1000
+#define LOG_MAX_REPLY   (4u << 20) /* a log reply carries at most this; ask again */
 
 static const char *worker_state_name(WorkerState w)
 {
@@ -167,6 +171,58 @@ static bool body_is_list(const char *p, const char *end)
     return false;
 }
 
+typedef enum BodyType { BODY_SNIFF, BODY_JSON, BODY_YAML } BodyType;
+
+/* What the Content-Type says a body is: JSON (application/json, anything +json),
+ * YAML (application/yaml, x-yaml, text/yaml), or nothing useful (none, curl's default
+ * form type, text/plain): then the body's first character decides. */
+static BodyType body_type(const char *ct)
+{
+    size_t n = strcspn(ct, ";");
+    while (n && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+        n--;
+    static const char *const yaml[] = {"application/yaml", "application/x-yaml", "text/yaml",
+                                       "text/x-yaml"};
+    if ((n == 16 && !strncasecmp(ct, "application/json", n)) ||
+        (n > 5 && !strncasecmp(ct + n - 5, "+json", 5)))
+        return BODY_JSON;
+    for (size_t i = 0; i < ARRAY_SIZE(yaml); i++)
+        if (n == strlen(yaml[i]) && !strncasecmp(ct, yaml[i], n))
+            return BODY_YAML;
+    return BODY_SNIFF;
+}
+
+/* The first character that is not a blank. */
+static char first_char(const char *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r' && p[i] != '\n')
+            return p[i];
+    return '\0';
+}
+
+/* Read the jobs of a body. JSON goes to jansson, which is linear in the text whatever
+ * it holds; YAML to libfyaml behind its guard. A body of no declared type that opens
+ * like JSON is read as JSON, and as YAML only when it is not JSON at all (YAML's flow
+ * style, `{name: a}`, was always accepted); its messages are then YAML's. */
+static int parse_jobs(const HttpRequest *rq, JobList *ret, Buf *err)
+{
+    BodyType t = body_type(rq->content_type);
+    char c = first_char(rq->body, rq->body_len);
+    if (t == BODY_SNIFF)
+        t = c == '{' || c == '[' ? BODY_JSON : BODY_YAML;
+    if (t == BODY_YAML)
+        return spec_parse_jobs_yaml_body(rq->body, rq->body_len, "request", ret, err);
+    int r = spec_parse_jobs_json(rq->body, rq->body_len, "request", ret, err);
+    /* past YAML's bound the JSON's own message is the useful one */
+    if (r == -EBADMSG && body_type(rq->content_type) == BODY_SNIFF &&
+        rq->body_len <= SPEC_BODY_YAML_BYTES) {
+        buf_reset(err);
+        return spec_parse_jobs_yaml_body(rq->body, rq->body_len, "request", ret, err);
+    }
+    return r == -EBADMSG ? -EINVAL : r;
+}
+
 void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     if (!rq->body_len) {
@@ -176,17 +232,23 @@ void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
     JobList jobs = {0};
     Buf err = {0};
     int64_t *ids = NULL;
-    /* JSON is YAML: one parser for both, whatever the Content-Type says */
-    int r = spec_parse_jobs_yaml(rq->body, rq->body_len, "request", &jobs, &err);
+    int r = parse_jobs(rq, &jobs, &err);
     if (r < 0) {
         if (r == -ENOMEM)
             http_reply_error(rp, 500, "out of memory");
         else
-            http_reply_error(rp, 400, "%s", buf_str(&err));
+            http_reply_error(rp, r == -EFBIG ? 413 : 400, "%s", buf_str(&err));
         goto out;
     }
     if (!jobs.n) {
         http_reply_error(rp, 400, "the request holds no job");
+        goto out;
+    }
+    if (jobs.n > SUBMIT_MAX_JOBS) {
+        http_reply_error(rp, 413,
+                         "the request holds %zu jobs; one request may submit at most %d: send "
+                         "them in several",
+                         jobs.n, SUBMIT_MAX_JOBS);
         goto out;
     }
     size_t n = jobs.n;

@@ -70,10 +70,22 @@ typedef struct HttpListener {
 int http_listen(const char *listen, HttpListener *ret, Buf *err);
 void http_listener_close(HttpListener *l);
 
+/* What one client may hold of the server. */
+typedef struct HttpLimits {
+    unsigned conns_per_ip; /* open connections from one address; 0: no bound of its own */
+    int64_t headers_ms;    /* a request's headers arrive within this of the connection
+                              opening (or of the wait for its next request ending); a body or
+                              a reply has this plus its length at 32 KiB/s */
+} HttpLimits;
+
+#define HTTP_CONNS_PER_IP 64 /* the default */
+
 /* Serve on l's socket (taken over on success) with a pool of worker threads, serving the
- * portal's files from web_dir at "/" and "/web/..." (NULL: none, those paths 404). 0 or a
- * negative errno with err set. */
-int http_server_start(Server *s, HttpListener *l, const char *web_dir, HttpServer **ret, Buf *err);
+ * portal's files from web_dir at "/" and "/web/..." (NULL: none, those paths 404), with
+ * lim (NULL: HTTP_CONNS_PER_IP and 10 s for headers). 0 or a negative errno with err
+ * set. */
+int http_server_start(Server *s, HttpListener *l, const char *web_dir, const HttpLimits *lim,
+                      HttpServer **ret, Buf *err);
 /* The port it listens on (the one the system chose for port 0), or -1. */
 int http_server_port(const HttpServer *h);
 void http_server_stop(HttpServer *h);

@@ -83,7 +83,9 @@ static int read_regular(const char *path, Buf *b)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return errno == ENOENT || errno == ENOTDIR || errno == EACCES ? -ENOENT : -errno;
+        return errno == ENOENT || errno == ENOTDIR || errno == EACCES || errno == ENAMETOOLONG
+                   ? -ENOENT
+                   : -errno;
     struct stat st;
     int r = 0;
     if (fstat(fd, &st) < 0)

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -87,7 +88,9 @@ void field_unknown(FieldCtx *x, size_t line, const char *key, const char *where,
 {
     const char *best = NULL;
     size_t best_d = 3; /* suggest only close names */
-    for (size_t i = 0; i < n_known; i++) {
+    /* past the errors shown, no suggestion is worked out: a body of thousands of
+     * unknown keys costs no more than reading them */
+    for (size_t i = 0; x->n_errors < FIELD_MAX_ERRORS && i < n_known; i++) {
         size_t d = edit_distance(key, known[i]);
         if (d < best_d) {
             best_d = d;
@@ -105,7 +108,7 @@ void field_unknown(FieldCtx *x, size_t line, const char *key, const char *where,
 static void describe_given(const FieldVal *v, char *out, size_t outlen)
 {
     if (!v->text) {
-        snprintf(out, outlen, ", not %s", field_node_shape(v->node));
+        snprintf(out, outlen, ", not %s", field_val_shape(v));
         return;
     }
     size_t n = strlen(v->text);
@@ -291,6 +294,16 @@ static int strv_push(char ***v, size_t *n, size_t *cap, const char *s, size_t le
 int field_each(FieldCtx *x, const FieldVal *v,
                int (*fn)(FieldCtx *x, const FieldVal *item, void *ud), void *ud)
 {
+    if (v->json && v->json->type == JSON_ARRAY) {
+        for (size_t i = 0; i < v->json->n_items; i++) {
+            const FieldJson *it = &v->json->items[i];
+            FieldVal iv = {.name = v->name, .line = it->line, .text = it->text, .json = it};
+            int r = fn(x, &iv, ud);
+            if (r < 0)
+                return r;
+        }
+        return 0;
+    }
     if (!v->node || !fy_node_is_sequence(v->node))
         return fn(x, v, ud);
     void *it = NULL;
@@ -490,6 +503,113 @@ int field_collect(FieldCtx *x, struct fy_node *map, size_t line, const char *whe
         vals[i] = v;
         vals[i].name = names[i];
         has[i] = !field_node_is_null(v.node);
+    }
+    return r;
+}
+
+const char *field_val_shape(const FieldVal *v)
+{
+    if (v->json)
+        return v->json->type == JSON_ARRAY    ? "a list"
+               : v->json->type == JSON_OBJECT ? "a mapping"
+                                              : "a value";
+    return field_node_shape(v->node);
+}
+
+bool field_val_is_map(const FieldVal *v)
+{
+    return v->json ? v->json->type == JSON_OBJECT : v->node && fy_node_is_mapping(v->node);
+}
+
+bool field_val_is_seq(const FieldVal *v)
+{
+    return v->json ? v->json->type == JSON_ARRAY : v->node && fy_node_is_sequence(v->node);
+}
+
+bool field_val_is_null(const FieldVal *v)
+{
+    return v->json ? v->json->type == JSON_NULL : field_node_is_null(v->node);
+}
+
+size_t field_val_count(const FieldVal *v)
+{
+    if (v->json)
+        return v->json->n_items;
+    if (field_val_is_map(v))
+        return (size_t)fy_node_mapping_item_count(v->node);
+    if (field_val_is_seq(v))
+        return (size_t)fy_node_sequence_item_count(v->node);
+    return 0;
+}
+
+int field_val_next_pair(const FieldVal *map, void **it, FieldVal *ret, size_t *ret_key_line,
+                        bool *ret_named)
+{
+    if (map->json) {
+        size_t i = (size_t)(uintptr_t)*it;
+        if (map->json->type != JSON_OBJECT || i >= map->json->n_items)
+            return 0;
+        const FieldJson *e = &map->json->items[i];
+        *it = (void *)(uintptr_t)(i + 1);
+        bool scalar = e->type != JSON_OBJECT && e->type != JSON_ARRAY;
+        *ret = (FieldVal){
+            .name = e->key, .line = scalar ? e->line : e->key_line, .text = e->text, .json = e};
+        *ret_key_line = e->key_line;
+        *ret_named = true;
+        return 1;
+    }
+    if (!field_val_is_map(map))
+        return 0;
+    struct fy_node_pair *p = fy_node_mapping_iterate(map->node, it);
+    if (!p)
+        return 0;
+    field_from_pair(p, map->line, ret);
+    struct fy_node *k = fy_node_pair_key(p);
+    *ret_key_line = field_node_line(k, map->line);
+    *ret_named = k && fy_node_is_scalar(k);
+    return 1;
+}
+
+const char *field_val_map_text(const FieldVal *map, const char *key)
+{
+    if (!map->json)
+        return field_map_text(map->node, key);
+    void *it = NULL;
+    FieldVal v;
+    size_t kl;
+    bool named;
+    while (field_val_next_pair(map, &it, &v, &kl, &named) > 0)
+        if (strcmp(v.name, key) == 0)
+            return v.text && !field_val_is_null(&v) ? v.text : NULL;
+    return NULL;
+}
+
+int field_collect_val(FieldCtx *x, const FieldVal *map, const char *where, const char *const *names,
+                      size_t n, FieldVal *vals, bool *has)
+{
+    if (!map->json)
+        return field_collect(x, map->node, map->line, where, names, n, vals, has);
+    int r = 0;
+    for (size_t i = 0; i < n; i++) {
+        has[i] = false;
+        vals[i] = (FieldVal){.name = names[i], .line = map->line};
+    }
+    void *it = NULL;
+    FieldVal v;
+    size_t key_line;
+    bool named;
+    while (field_val_next_pair(map, &it, &v, &key_line, &named) > 0) {
+        size_t i = 0;
+        while (i < n && strcmp(names[i], v.name) != 0)
+            i++;
+        if (i == n) {
+            field_unknown(x, key_line, v.name, where, names, n);
+            r = -EINVAL;
+            continue;
+        }
+        vals[i] = v;
+        vals[i].name = names[i];
+        has[i] = !field_val_is_null(&v);
     }
     return r;
 }

@@ -9,26 +9,45 @@
 
 #include "util/buf.h"
 
+#include <jansson.h>
 #include <libfyaml.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define FIELD_MAX_ERRORS 20 /* then one "too many errors" line and silence */
+#define FIELD_MAX_DEPTH  64 /* nesting of JSON input (yaml_guard.c bounds YAML's alike) */
 
 typedef struct FieldCtx {
     const char *file; /* the name messages start with */
     const char *word; /* "field" or "column" */
     Buf *err;
     unsigned n_errors;
+    uint64_t yaml_max_work; /* YAML events plus nodes that aliases add (yaml_guard.c); 0:
+                               bounded only by the guard's fixed limits */
 } FieldCtx;
 
-/* One value to read: a YAML field (node set) or a CSV cell (node NULL). */
+/* A JSON value as the readers see it (field_json.c): its line, a scalar's text as
+ * written, and an object's or array's items in the text's order. */
+typedef struct FieldJson {
+    json_type type;
+    size_t line;      /* 1-based: where the value starts */
+    const char *text; /* a string's value, a number as written, "true", "false"; "" for
+                         null; NULL for an object or an array */
+    const char *key;  /* in an object: the key */
+    size_t key_line;
+    struct FieldJson *items; /* an object's values (with their keys) or an array's */
+    size_t n_items;
+} FieldJson;
+
+/* One value to read: a YAML field (node set), a JSON one (json set) or a CSV cell
+ * (neither). */
 typedef struct FieldVal {
-    const char *name;     /* field or column name, for messages */
-    size_t line;          /* 1-based */
-    const char *text;     /* scalar text; NULL when the YAML value is a list or mapping */
-    struct fy_node *node; /* the YAML value, or NULL */
+    const char *name;      /* field or column name, for messages */
+    size_t line;           /* 1-based */
+    const char *text;      /* scalar text; NULL when the value is a list or mapping */
+    struct fy_node *node;  /* the YAML value, or NULL */
+    const FieldJson *json; /* the JSON value, or NULL */
 } FieldVal;
 
 void field_ctx_init(FieldCtx *x, const char *file, const char *word, Buf *err);
@@ -107,6 +126,41 @@ int yaml_guard(FieldCtx *x, const char *text, size_t len);
  * (reported), -ENOMEM. */
 int field_yaml_next(FieldYaml *y);
 void field_yaml_close(FieldYaml *y);
+
+/* Values of either tree (YAML or JSON). */
+
+/* "a list", "a mapping", "a value". */
+const char *field_val_shape(const FieldVal *v);
+bool field_val_is_map(const FieldVal *v);
+bool field_val_is_seq(const FieldVal *v);
+/* A null value (YAML's plain null, JSON's null): a field given so counts as absent. */
+bool field_val_is_null(const FieldVal *v);
+/* The number of entries of a mapping or list (0 for a scalar). */
+size_t field_val_count(const FieldVal *v);
+/* The next pair of a mapping: 1 with ret set (the key's name, the value's line for a
+ * scalar, the key's for a list or mapping), 0 at the end. *it starts NULL.
+ * ret_named: the key is a name (a YAML key may be a list or a mapping). */
+int field_val_next_pair(const FieldVal *map, void **it, FieldVal *ret, size_t *ret_key_line,
+                        bool *ret_named);
+/* The scalar value of key in a mapping (not null), or NULL. */
+const char *field_val_map_text(const FieldVal *map, const char *key);
+/* field_collect over either tree. */
+int field_collect_val(FieldCtx *x, const FieldVal *map, const char *where, const char *const *names,
+                      size_t n, FieldVal *vals, bool *has);
+
+/* A parsed JSON text: the tree and what it points into. */
+typedef struct FieldJsonDoc {
+    json_t *json; /* jansson's tree: the strings the FieldJson texts point to */
+    FieldJson root;
+    char *lits; /* the number literals */
+} FieldJsonDoc;
+
+/* Parse JSON text (any value at the top) with jansson; duplicate keys, NUL in strings,
+ * invalid UTF-8 and nesting deeper than FIELD_MAX_DEPTH are refused with the line.
+ * 0, -EBADMSG when the text is not JSON, -EINVAL when it is but too deep (both
+ * reported through x), or -ENOMEM. */
+int field_json_parse(FieldCtx *x, const char *text, size_t len, FieldJsonDoc *ret);
+void field_json_free(FieldJsonDoc *d);
 
 /* For "duplicate name" checks over many entries in O(n log n). */
 typedef struct FieldName {

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Load a cluster: a YAML spec, or an Alibaba node list (a CSV whose header has
  * sn,cpu_milli,memory_mib,gpu,model). On error, err holds the message. */
@@ -58,6 +59,18 @@ int job_list_take(JobList *l, JobSpec *j);
  * within one file. */
 int spec_load_jobs(const char *path, JobList *ret, Buf *err);
 int spec_parse_jobs_yaml(const char *text, size_t len, const char *name, JobList *ret, Buf *err);
+/* The same for outside input (a request body), bounded so that reading it costs about a
+ * tenth of a second at most: libfyaml looks ahead through whole flow collections, so a
+ * body's size is bounded (SPEC_BODY_YAML_BYTES: -EFBIG, reported), and so are its
+ * events plus the nodes aliases add (SPEC_BODY_YAML_WORK: -EINVAL). JSON has neither
+ * bound. */
+#define SPEC_BODY_YAML_BYTES (64u << 10)
+#define SPEC_BODY_YAML_WORK  40000
+int spec_parse_jobs_yaml_body(const char *text, size_t len, const char *name, JobList *ret,
+                              Buf *err);
+/* JSON alone (jansson: linear in the text, duplicate keys refused), with the same fields,
+ * checks and messages as YAML. -EBADMSG (reported) when the text is not JSON at all. */
+int spec_parse_jobs_json(const char *text, size_t len, const char *name, JobList *ret, Buf *err);
 int spec_parse_jobs_csv(const char *text, size_t len, const char *name, JobList *ret, Buf *err);
 
 /* What a file looks like, for `gpuorch validate`: a cluster or jobs. A CSV (a .csv name

@@ -18,6 +18,7 @@
 
 #define JOB_MAX_WORKERS 100000u
 #define JOB_MAX_NAME    253
+#define JOB_MAX_ENV     1024 /* environment entries of a job: a worker's exec has room */
 #define MAX_CPU_MILLI   (1000000 * INT64_C(1000))
 #define MAX_TIME_MS     (INT64_C(1) << 52) /* about 140,000 years: sums stay far from overflow */
 
@@ -396,14 +397,14 @@ static void set_busy(JobReader *jr, const FieldVal *v)
 static bool sub_map(JobReader *jr, const FieldVal *v, const char *what, const char *const *names,
                     size_t n, FieldVal *vals, bool *has)
 {
-    if (!v->node || !fy_node_is_mapping(v->node)) {
-        jr_fail(jr, field_bad(jr->x, v, "must be a mapping (%s), not %s", what,
-                              field_node_shape(v->node)));
+    if (!field_val_is_map(v)) {
+        jr_fail(jr,
+                field_bad(jr->x, v, "must be a mapping (%s), not %s", what, field_val_shape(v)));
         return false;
     }
     char where[96];
     snprintf(where, sizeof(where), "%s of job '%.64s'", v->name, jr->j.name ? jr->j.name : "?");
-    int e = field_collect(jr->x, v->node, v->line, where, names, n, vals, has);
+    int e = field_collect_val(jr->x, v, where, names, n, vals, has);
     if (e < 0)
         jr_fail(jr, e);
     return true;
@@ -445,7 +446,7 @@ static void set_checkpoint(JobReader *jr, const FieldVal *v)
 /* One string is a shell command line; a list is the argv itself. */
 static void set_command(JobReader *jr, const FieldVal *v)
 {
-    if (v->node && fy_node_is_sequence(v->node)) {
+    if (field_val_is_seq(v)) {
         set_strv(jr, v, 0, &jr->j.command, &jr->j.n_command);
         return;
     }
@@ -485,24 +486,28 @@ static bool env_name_ok(const char *s)
 
 static void set_env(JobReader *jr, const FieldVal *v)
 {
-    if (!v->node || !fy_node_is_mapping(v->node)) {
+    if (!field_val_is_map(v)) {
         jr_fail(jr, field_bad(jr->x, v, "must be a mapping of NAME: value, not %s",
-                              field_node_shape(v->node)));
+                              field_val_shape(v)));
         return;
     }
-    size_t n = (size_t)fy_node_mapping_item_count(v->node), k = 0;
+    size_t n = field_val_count(v), k = 0;
+    if (n > JOB_MAX_ENV) {
+        jr_fail(jr,
+                field_bad(jr->x, v, "has %zu entries; a job may set at most %d", n, JOB_MAX_ENV));
+        return;
+    }
     char **env = calloc(n ? n : 1, sizeof(*env));
     if (!env) {
         jr_fail(jr, -ENOMEM);
         return;
     }
     void *it = NULL;
-    struct fy_node_pair *p;
-    while ((p = fy_node_mapping_iterate(v->node, &it)) && k < n) {
-        FieldVal e;
-        field_from_pair(p, v->line, &e);
-        struct fy_node *key = fy_node_pair_key(p);
-        if (!key || !fy_node_is_scalar(key) || !env_name_ok(e.name)) {
+    FieldVal e;
+    size_t key_line;
+    bool named;
+    while (k < n && field_val_next_pair(v, &it, &e, &key_line, &named) > 0) {
+        if (!named || !env_name_ok(e.name)) {
             jr_fail(jr, field_bad(jr->x, &e,
                                   "environment names are letters, digits and _, not "
                                   "starting with a digit"));
@@ -510,10 +515,10 @@ static void set_env(JobReader *jr, const FieldVal *v)
         }
         if (!e.text) {
             jr_fail(jr, field_bad(jr->x, &e, "an environment value must be a single value, not %s",
-                                  field_node_shape(e.node)));
+                                  field_val_shape(&e)));
             continue;
         }
-        const char *val = field_node_is_null(e.node) ? "" : e.text;
+        const char *val = field_val_is_null(&e) ? "" : e.text;
         size_t len = strlen(e.name) + strlen(val) + 2;
         if (!(env[k] = malloc(len))) {
             jr_fail(jr, -ENOMEM);
@@ -526,21 +531,21 @@ static void set_env(JobReader *jr, const FieldVal *v)
     jr->j.n_env = k;
 }
 
-/* One job mapping into jr->j. */
-static void read_job_yaml(JobReader *jr, struct fy_node *map, size_t line)
+/* One job mapping (YAML or JSON) into jr->j. */
+static void read_job_map(JobReader *jr, const FieldVal *map, size_t line)
 {
     FieldCtx *x = jr->x;
     FieldVal v[J_COUNT];
     bool has[J_COUNT];
-    const char *nm = field_map_text(map, "name");
+    const char *nm = field_val_map_text(map, "name");
     if (!nm)
-        nm = field_map_text(map, "id");
+        nm = field_val_map_text(map, "id");
     char where[96];
     if (nm)
         snprintf(where, sizeof(where), "job '%.64s'", nm);
     else
         snprintf(where, sizeof(where), "job");
-    jr_fail(jr, field_collect(x, map, line, where, job_fields, J_COUNT, v, has));
+    jr_fail(jr, field_collect_val(x, map, where, job_fields, J_COUNT, v, has));
     if (has[J_NAME] && has[J_ID])
         jr_fail(jr, field_bad(x, &v[J_ID], "give the job's name or its id, not both"));
     else if (has[J_NAME] || has[J_ID])
@@ -701,35 +706,65 @@ static int acc_finish(JobsAcc *a, JobList *ret)
     return 0;
 }
 
-static void read_job_node(JobsAcc *a, struct fy_node *n, size_t fallback)
+/* One job: n is the value of a YAML node or a JSON one, its line set. */
+static void read_job_val(JobsAcc *a, const FieldVal *n)
 {
-    size_t line = field_node_line(n, fallback);
-    if (!fy_node_is_mapping(n)) {
+    size_t line = n->line;
+    if (!field_val_is_map(n)) {
         field_error(a->x, line, "a job must be a mapping of its fields, not %s",
-                    field_node_shape(n));
+                    field_val_shape(n));
         if (a->r == 0)
             a->r = -EINVAL;
         return;
     }
     JobReader jr = {.x = a->x};
     job_spec_init(&jr.j);
-    read_job_yaml(&jr, n, line);
-    FieldVal name_v = {0};
+    read_job_map(&jr, n, line);
+    FieldVal name_v = {0}, fv;
     void *it = NULL;
-    struct fy_node_pair *p;
-    while ((p = fy_node_mapping_iterate(n, &it))) {
-        FieldVal fv;
-        field_from_pair(p, line, &fv);
+    size_t key_line;
+    bool named;
+    while (field_val_next_pair(n, &it, &fv, &key_line, &named) > 0)
         if (strcmp(fv.name, "name") == 0 || strcmp(fv.name, "id") == 0)
             name_v = fv;
-    }
     acc_take(a, &jr, name_v.line ? name_v.line : line);
 }
 
+static void read_job_node(JobsAcc *a, struct fy_node *n, size_t fallback)
+{
+    FieldVal v = {.line = field_node_line(n, fallback), .node = n};
+    read_job_val(a, &v);
+}
+
+static int parse_jobs_yaml(const char *text, size_t len, const char *name, uint64_t max_work,
+                           JobList *ret, Buf *err);
+
 int spec_parse_jobs_yaml(const char *text, size_t len, const char *name, JobList *ret, Buf *err)
+{
+    return parse_jobs_yaml(text, len, name, 0, ret, err);
+}
+
+int spec_parse_jobs_yaml_body(const char *text, size_t len, const char *name, JobList *ret,
+                              Buf *err)
+{
+    if (len > SPEC_BODY_YAML_BYTES) {
+        FieldCtx x;
+        field_ctx_init(&x, name, "field", err);
+        field_error(&x, 0,
+                    "a YAML body is at most %u KiB (this one is %zu bytes): send fewer jobs at a "
+                    "time, or JSON (up to 1 MiB)",
+                    SPEC_BODY_YAML_BYTES >> 10, len);
+        return -EFBIG;
+    }
+    return parse_jobs_yaml(text, len, name, SPEC_BODY_YAML_WORK, ret, err);
+}
+
+static int parse_jobs_yaml(const char *text, size_t len, const char *name, uint64_t max_work,
+                           JobList *ret, Buf *err)
 {
     FieldCtx x;
     field_ctx_init(&x, name, "field", err);
+    x.yaml_max_work = max_work;
     JobsAcc a = {.x = &x};
     FieldYaml y;
     int r = field_yaml_open(&y, &x, text, len);
@@ -758,6 +793,33 @@ int spec_parse_jobs_yaml(const char *text, size_t len, const char *name, JobList
         a.r = -EINVAL;
     }
     return acc_finish(&a, ret);
+}
+
+int spec_parse_jobs_json(const char *text, size_t len, const char *name, JobList *ret, Buf *err)
+{
+    FieldCtx x;
+    field_ctx_init(&x, name, "field", err);
+    JobsAcc a = {.x = &x};
+    FieldJsonDoc d;
+    int r = field_json_parse(&x, text, len, &d);
+    if (r < 0)
+        return r;
+    const FieldJson *root = &d.root;
+    if (root->type == JSON_NULL) {
+        field_error(&x, 1, "empty; a job file is a job (a mapping) or a list of jobs");
+        a.r = -EINVAL;
+    } else if (root->type == JSON_ARRAY) {
+        for (size_t i = 0; a.r != -ENOMEM && i < root->n_items; i++) {
+            FieldVal v = {.line = root->items[i].line, .json = &root->items[i]};
+            read_job_val(&a, &v);
+        }
+    } else {
+        FieldVal v = {.line = root->line, .json = root, .text = root->text};
+        read_job_val(&a, &v);
+    }
+    r = acc_finish(&a, ret);
+    field_json_free(&d);
+    return r;
 }
 
 /* CSV. */

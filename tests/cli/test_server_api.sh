@@ -217,6 +217,43 @@ print("\n".join(lines))' >"$T/laughs.body"
 api 400 "$ADMIN" POST /api/v1/jobs --max-time 10 --data-binary @"$T/laughs.body"
 error_has "expand to more than"
 api 200 "$ADMIN" GET /api/v1/jobs --max-time 5
+# JSON goes to jansson: blanks after it and thousands of keys cost nothing (they took
+# 76 s and 17 s through the YAML reader); the environment's size is bounded by name
+python3 -c '
+import sys
+sys.stdout.write("{\"name\": \"sp\", \"team\": \"search\", \"command\": [\"x\"]}" + " " * 100000)' \
+    >"$T/spaces.body"
+api 201 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/json' --max-time 5 \
+    --data-binary @"$T/spaces.body"
+json_ok "$T/out" "d['name'] == 'sp'"
+api 201 "$ADMIN" POST /api/v1/jobs --max-time 5 --data-binary @"$T/spaces.body"
+python3 -c '
+import json
+env = {"V%d" % i: "x" for i in range(10000)}
+print(json.dumps({"name": "env", "team": "search", "command": ["x"], "env": env}))' >"$T/env.body"
+api 400 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/json' --max-time 5 \
+    --data-binary @"$T/env.body"
+error_has "has 10000 entries; a job may set at most 1024"
+python3 -c '
+import json
+print(json.dumps([{"name": "n%d" % i, "team": "search", "command": ["x"]} for i in range(1001)]))' \
+    >"$T/many.body"
+api 413 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/json' --max-time 5 \
+    --data-binary @"$T/many.body"
+error_has "holds 1001 jobs; one request may submit at most 1000"
+# YAML: libfyaml looks ahead through a whole flow list (900 KB of '[' took 1.3 s), so a
+# request's YAML is bounded in size and in values
+python3 -c 'import sys; sys.stdout.write("[x]\n" + "[" * 900000)' >"$T/brackets.body"
+api 413 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/yaml' --max-time 5 \
+    --data-binary @"$T/brackets.body"
+error_has "a YAML body is at most 64 KiB"
+python3 -c 'import sys; sys.stdout.write("---\n" * 15000)' >"$T/docs.body"
+api 400 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/yaml' --max-time 5 \
+    --data-binary @"$T/docs.body"
+error_has "more than 40000 YAML values to read"
+# YAML's flow style with no declared type is still YAML when it is not JSON
+api 201 "$ADMIN" POST /api/v1/jobs --data-binary '{name: flow, team: search, command: [x]}'
+json_ok "$T/out" "d['name'] == 'flow'"
 
 # ---- it stops cleanly ----
 kill -TERM $PID
