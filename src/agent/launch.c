@@ -1,6 +1,6 @@
 /* launch.c: a worker's environment, identity and limits, and its fork/exec. Everything
  * the child needs is prepared before fork, so the child only calls async-signal-safe
- * functions (setgroups, setgid, setuid, setrlimit, write, dup2, execve). */
+ * functions (setgroups, setgid, setuid, setrlimit, prctl, write, dup2, execve). */
 #include "agent/launch.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -373,6 +374,7 @@ enum {
     STEP_SETGID,
     STEP_SETUID,
     STEP_STILL_ROOT,
+    STEP_NO_NEW_PRIVS,
     STEP_EXEC,
     STEP_COUNT
 };
@@ -384,6 +386,7 @@ static const char *const step_names[STEP_COUNT] = {
     "setgid",
     "setuid",
     "dropping root (setuid(0) still worked)",
+    "prctl(PR_SET_NO_NEW_PRIVS)",
     "exec",
 };
 
@@ -439,6 +442,9 @@ static _Noreturn void child(const ChildPlan *c)
             errno = EPERM;
             child_fail(c->errfd, STEP_STILL_ROOT);
         }
+        /* and no way back up: a setuid binary (sudo, su) runs without its privileges */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+            child_fail(c->errfd, STEP_NO_NEW_PRIVS);
     }
     cloexec_from_3();
     environ = (char **)c->env;

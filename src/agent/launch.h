@@ -2,7 +2,8 @@
  * as and its limits are decided by pure functions (unit-tested without forking); the
  * spawn forks, puts the child in its own process group (so signals reach the worker and
  * its children, and a Ctrl-C at the agent's terminal does not), moves it into its
- * cgroup, sets its limits, drops to its user (setgroups, setgid, setuid, each checked),
+ * cgroup, sets its limits, drops to its user (setgroups, setgid, setuid, each checked,
+ * then no_new_privs so that no setuid binary takes it back up),
  * appends its stdout and stderr to its log file (opened by the agent, so the worker
  * needs no right on the logs directory) and execs the command, reporting a failure of
  * any step back through a close-on-exec pipe.

@@ -3,6 +3,13 @@
 # GPUs, API calls with curl, and waiting for a job to reach a state. Everything started
 # here (and every worker whose command names $T) is killed on exit.
 
+# Run as root, the agent runs workers as nobody (docs/agent.md, "Who workers run as"),
+# and the jobs here read scripts from $T and write files there: $T is nobody's (the
+# server and agents, root, still write everywhere in it).
+if [ "$(id -u)" = 0 ]; then
+    chown 65534:65534 "$T" && chmod 0755 "$T"
+fi
+
 PIDS=""
 sys_cleanup() {
     for p in $PIDS; do kill -KILL "$p" 2>/dev/null || true; done

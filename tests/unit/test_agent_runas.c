@@ -319,7 +319,8 @@ static void test_spawn_as_user(void **state)
     snprintf(json, sizeof(json),
              "{\"job\": 7, \"run\": 2, \"rank\": 0, \"memory_mib\": 512, "
              "\"user\": {\"uid\": 2001, \"gid\": 2002, \"groups\": [2003, 2004]}, "
-             "\"command\": [\"sh\", \"-c\", \"id -u; id -g; id -G; grep -E '^(Uid|Gid|Groups):' "
+             "\"command\": [\"sh\", \"-c\", \"id -u; id -g; id -G; grep -E "
+             "'^(Uid|Gid|Groups|NoNewPrivs):' "
              "/proc/self/status; grep -E '^Max (open files|processes|core file size|data size) ' "
              "/proc/self/limits | tr -s ' '; touch %s/mine\"]}",
              ckpt);
@@ -332,6 +333,7 @@ static void test_spawn_as_user(void **state)
                        "Uid:\t2001\t2001\t2001\t2001\n"
                        "Gid:\t2002\t2002\t2002\t2002\n"
                        "Groups:\t2003 2004 \n"
+                       "NoNewPrivs:\t1\n"
                        "Max data size 536870912 536870912 bytes \n"
                        "Max core file size 0 0 bytes \n"
                        "Max processes 500 500 processes \n"
