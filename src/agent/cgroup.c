@@ -127,6 +127,33 @@ static int make_dir(const char *path, Buf *err)
     return 0;
 }
 
+/* Does the cgroup hold a process other than the agent? Then its controllers cannot be
+ * given to its children, and the agent leaves it (and them) as it is. */
+static int others_inside(const char *dir, Buf *why)
+{
+    char path[PATH_MAX], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    int r = file_read_all(path, &text, &len);
+    if (r < 0) {
+        buf_printf(why, "cannot read %s: %s", path, strerror(-r));
+        return r;
+    }
+    long self = (long)getpid();
+    size_t others = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+        others += strtol(line, NULL, 10) != self;
+    free(text);
+    if (others) {
+        buf_printf(why,
+                   "%zu other processes live in the cgroup %s: start the agent in a cgroup of "
+                   "its own, as systemd's Delegate=yes does",
+                   others, dir);
+        return -EBUSY;
+    }
+    return 0;
+}
+
 /* The agent's cgroup from the mount and its own path. An agent restarted from where an
  * earlier one moved itself (<base>/agent next to <base>/gpuorch) takes <base> again. */
 static char *base_path(const char *point, const char *root, const char *own)
@@ -169,6 +196,8 @@ int cgroup_tree_open(CgroupTree **ret, Buf *why)
         r = -ENOMEM;
     if (!r)
         r = need_controllers(t->base, why);
+    if (!r)
+        r = others_inside(t->base, why);
     char leaf[PATH_MAX], pid[32];
     if (!r) {
         snprintf(leaf, sizeof(leaf), "%s/agent", t->base);
@@ -178,9 +207,8 @@ int cgroup_tree_open(CgroupTree **ret, Buf *why)
     /* no internal processes: the agent leaves the cgroup whose children get controllers */
     if (!r)
         r = write_at(leaf, "cgroup.procs", pid, why);
-    if (!r && (r = write_at(t->base, "cgroup.subtree_control", "+memory +cpu", why)) == -EBUSY)
-        buf_puts(why, " (other processes live in that cgroup: start the agent in a cgroup of "
-                      "its own, as systemd's Delegate=yes does)");
+    if (!r)
+        r = write_at(t->base, "cgroup.subtree_control", "+memory +cpu", why);
     if (!r) {
         size_t n = strlen(t->base) + sizeof("/gpuorch");
         if (!(t->workers = malloc(n)))
@@ -287,22 +315,4 @@ void cgroup_sweep(CgroupTree *t)
         (void)rmdir(dir); /* EBUSY: its processes are there, it stays */
     }
     closedir(d);
-}
-
-int cgroup_worker_oom_kills(CgroupTree *t, const char *name, uint64_t *ret)
-{
-    char path[PATH_MAX], *text = NULL;
-    size_t len = 0;
-    snprintf(path, sizeof(path), "%s/%s/memory.events", t->workers, name);
-    int r = file_read_all(path, &text, &len);
-    if (r < 0)
-        return r;
-    const char *p = strstr(text, "oom_kill ");
-    r = -ENOENT;
-    if (p && (p == text || p[-1] == '\n')) {
-        *ret = strtoull(p + 9, NULL, 10);
-        r = 0;
-    }
-    free(text);
-    return r;
 }

@@ -42,5 +42,3 @@ int cgroup_worker_remove(CgroupTree *t, const char *name);
 /* Remove every worker cgroup without processes (those of workers that ended while the
  * agent was down, or whose removal was busy). Ones with processes stay. */
 void cgroup_sweep(CgroupTree *t);
-/* memory.events' oom_kill of a worker's cgroup; -ENOENT when it has none. */
-int cgroup_worker_oom_kills(CgroupTree *t, const char *name, uint64_t *ret);

@@ -25,9 +25,9 @@ name: runas
 pools:
   - {name: h100, tier: owned, nodes: 1, node: {gpu_model: H100-80GB-SXM5, gpus: 8, cpus: 16, memory_gib: 64}}
 teams:
-  - {name: search, run_as: {uid: 2001, gid: 2001, groups: [2100, 2101]}}
-  - {name: research}
-  - {name: lab, run_as: {uid: 0, gid: 0}}
+  - {name: search, guaranteed_gpus: 8, run_as: {uid: 2001, gid: 2001, groups: [2100, 2101]}}
+  - {name: research, guaranteed_gpus: 8}
+  - {name: lab, guaranteed_gpus: 8, run_as: {uid: 0, gid: 0}}
 EOF
 CLUSTER=$T/cluster.yaml start_server
 start_agent h100-0 sim:H100-80GB-SXM5:8
