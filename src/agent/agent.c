@@ -39,6 +39,7 @@ extern char **environ;
 struct Agent {
     char *node, *address, *gpus_spec, *state_dir, *ckpt_root, *logs_dir, *table_path;
     int lock_fd;
+    LaunchPolicy launch; /* who workers run as, their limits and cgroups (launch.h) */
     HttpClient *http;
     NoticeWatch *notice; /* NULL: not a spot machine */
     GpuBackend *gb;
@@ -317,7 +318,7 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
         w->log_sent = 0;
         pid_t pid;
         worker_starting(w);
-        r = launch_spawn(w->a.argv, env, w->log_path, &pid, &err);
+        r = launch_worker(&a->launch, &w->a, w->ckpt_dir, env, w->log_path, &pid, &err);
         if (r == 0) {
             worker_started(w, pid, mono);
             WLOG(log_info, w, "worker_start pid=%d command=\"%s\"", (int)pid, w->a.argv[0]);
@@ -639,6 +640,7 @@ void agent_tick(Agent *a)
             log_checkpoint(w,
                            (w->checkpoint && w->latest_mtime_ns != seen ? WORKER_SAW_LATEST : 0) |
                                (step_news ? WORKER_SAW_STEP : 0));
+            launch_worker_ended(&a->launch, w->key.job, w->key.run, w->key.rank);
             if (w->has_exit_code)
                 WLOG(log_info, w, "worker_exit code=%d", w->exit_code);
             else if (w->signal)
@@ -815,6 +817,40 @@ static int std_fds_open(Buf *err)
     return 0;
 }
 
+/* Who workers run as, said once: an operator reads it at start (docs/agent.md). */
+static int open_launch(Agent *a, const AgentOptions *o, Buf *err)
+{
+    int r = launch_policy_init(&a->launch, geteuid(), getegid(), o->worker_user, o->worker_group,
+                               o->allow_root_workers, err);
+    if (r < 0)
+        return r;
+    if (a->launch.agent_uid != 0) {
+        log_info("event=workers_run_as uid=%u gid=%u reason=\"the agent is not root: every "
+                 "worker runs as the agent's own user, and run_as mappings are not applied\"",
+                 (unsigned)a->launch.agent_uid, (unsigned)a->launch.agent_gid);
+    } else {
+        log_info("event=workers_run_as default_uid=%u default_gid=%u allow_root=%s "
+                 "reason=\"the team's run_as, else the default\"",
+                 (unsigned)a->launch.default_uid, (unsigned)a->launch.default_gid,
+                 a->launch.allow_root ? "yes" : "no");
+    }
+    Buf why = {0};
+    CgroupTree *t = NULL;
+    if (o->no_cgroups) {
+        log_info("event=cgroups state=off reason=\"--no-cgroups\"");
+    } else if (cgroup_tree_open(&t, &why) == 0) {
+        a->launch.cgroups = t;
+        cgroup_sweep(t); /* what workers that ended while no agent ran left behind */
+        log_info("event=cgroups state=on path=%s", cgroup_tree_path(t));
+    } else {
+        log_info("event=cgroups state=off reason=\"%s\" action=\"memory and CPU are bounded by "
+                 "rlimits only\"",
+                 buf_str(&why));
+    }
+    buf_free(&why);
+    return 0;
+}
+
 int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
 {
     int fr = std_fds_open(err);
@@ -898,6 +934,9 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
                  g->n_mig);
     }
 
+    if ((r = open_launch(a, o, err)) < 0)
+        goto fail;
+
     Worker **loaded = NULL;
     size_t n_loaded = 0;
     if ((r = worker_table_load(a->table_path, a->machine_boot, &loaded, &n_loaded, err)) < 0)
@@ -955,6 +994,7 @@ void agent_close(Agent *a)
     gpus_close(a->gb);
     http_client_free(a->http);
     notice_watch_free(a->notice);
+    launch_policy_free(&a->launch);
     if (a->lock_fd >= 0)
         close(a->lock_fd);
     free(a->link_error);

@@ -36,6 +36,11 @@ typedef struct AgentOptions {
     const char *spot_notice;     /* NULL or "none", "aws", "gcp", "azure" (notice.h) */
     const char *metadata_url;    /* NULL: the cloud's own metadata address */
     int64_t notice_poll_ms;      /* 0: NOTICE_POLL_MS */
+    /* who workers run as when the agent is root (launch.h) */
+    const char *worker_user;  /* workers without a run_as; NULL: "nobody" */
+    const char *worker_group; /* NULL: worker_user's group ("nogroup" for nobody) */
+    bool allow_root_workers;  /* may a worker run as uid 0 or group 0 */
+    bool no_cgroups;          /* do not make a cgroup per worker even where possible */
 } AgentOptions;
 
 typedef struct Agent Agent;

@@ -186,6 +186,43 @@ static int parse_env(json_t *obj, Assignment *a, Buf *err)
     return 0;
 }
 
+/* "user": {"uid", "gid", "groups"}; absent or null: none given. */
+static int parse_user(json_t *u, Assignment *a, Buf *err)
+{
+    if (!u || json_is_null(u))
+        return 0;
+    int64_t uid, gid;
+    json_t *groups = json_object_get(u, "groups");
+    if (!json_is_object(u) || get_int(u, "uid", true, 0, ASSIGN_MAX_ID, 0, &uid, err) < 0 ||
+        get_int(u, "gid", true, 0, ASSIGN_MAX_ID, 0, &gid, err) < 0 ||
+        (groups && !json_is_null(groups) && !json_is_array(groups)) ||
+        json_array_size(groups) > ASSIGN_MAX_GROUPS) {
+        buf_reset(err);
+        buf_printf(err,
+                   "'user' must be {\"uid\": N, \"gid\": N, \"groups\": [N, ...]} with ids from 0 "
+                   "to %lld and at most %d groups",
+                   (long long)ASSIGN_MAX_ID, ASSIGN_MAX_GROUPS);
+        return -EINVAL;
+    }
+    size_t i;
+    json_t *g;
+    json_array_foreach(groups, i, g)
+    {
+        if (!json_is_integer(g) || json_integer_value(g) < 0 ||
+            json_integer_value(g) > ASSIGN_MAX_ID) {
+            buf_printf(err, "'user': groups[%zu] must be a group id from 0 to %lld", i,
+                       (long long)ASSIGN_MAX_ID);
+            return -EINVAL;
+        }
+        a->groups[i] = (uint32_t)json_integer_value(g);
+    }
+    a->n_groups = json_array_size(groups);
+    a->uid = (uint32_t)uid;
+    a->gid = (uint32_t)gid;
+    a->has_user = true;
+    return 0;
+}
+
 static int parse_fields(json_t *o, Assignment *a, Buf *err)
 {
     int64_t v;
@@ -254,6 +291,14 @@ static int parse_fields(json_t *o, Assignment *a, Buf *err)
             return -EINVAL;
         }
     }
+    if ((r = parse_user(json_object_get(o, "user"), a, err)) < 0)
+        return r;
+    if ((r = get_int(o, "cpu_milli", false, 0, UINT32_MAX, 0, &v, err)) < 0)
+        return r;
+    a->cpu_milli = (uint32_t)v;
+    if ((r = get_int(o, "memory_mib", false, 0, UINT32_MAX, 0, &v, err)) < 0)
+        return r;
+    a->memory_mib = (uint32_t)v;
     json_t *stop = json_object_get(o, "stop");
     const char *st = json_string_value(stop);
     if (!stop || json_is_null(stop))

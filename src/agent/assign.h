@@ -25,6 +25,8 @@ typedef struct WorkerGpu {
 typedef enum WorkerStop { WSTOP_NONE, WSTOP_PREEMPT, WSTOP_CANCEL } WorkerStop;
 
 #define ASSIGN_DEFAULT_GRACE_MS 30000
+#define ASSIGN_MAX_GROUPS       32         /* the cluster spec's RUN_AS_MAX_GROUPS */
+#define ASSIGN_MAX_ID           4294967294 /* a uid or gid; 2^32 - 1 means "none" */
 
 typedef struct Assignment {
     int64_t job, run;
@@ -41,6 +43,14 @@ typedef struct Assignment {
     int checkpoint_signal;          /* SIGUSR1 unless told */
     int64_t grace_ms;
     uint8_t stop; /* WorkerStop */
+    /* "user": the Unix identity the server maps the job's team to; without it the agent
+     * runs the worker as its default user (launch.h) */
+    bool has_user;
+    uint32_t uid, gid;
+    uint32_t groups[ASSIGN_MAX_GROUPS]; /* supplementary groups */
+    size_t n_groups;
+    uint32_t cpu_milli;  /* host CPU asked per worker, thousandths of a core; 0: none */
+    uint32_t memory_mib; /* host memory asked per worker; 0: none */
 } Assignment;
 
 /* The key of a worker object ("job", "run", "rank"). -EINVAL when one is missing. */

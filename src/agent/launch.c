@@ -1,15 +1,22 @@
-/* launch.c: a worker's environment and its fork/exec. Everything the child needs is
- * prepared before fork, so the child only calls async-signal-safe functions. */
+/* launch.c: a worker's environment, identity and limits, and its fork/exec. Everything
+ * the child needs is prepared before fork, so the child only calls async-signal-safe
+ * functions (setgroups, setgid, setuid, setrlimit, prctl, write, dup2, execve). */
 #include "agent/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
 #include <math.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -219,6 +226,130 @@ int launch_env(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, const c
     return 0;
 }
 
+/* ---- who the worker runs as, and its limits ---- */
+
+/* A number ("65534") as an id; false when id is not all digits or out of range. */
+static bool parse_id(const char *s, uint32_t *ret)
+{
+    if (!s || !*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 10)
+        return false;
+    unsigned long long v = strtoull(s, NULL, 10);
+    if (v > ASSIGN_MAX_ID)
+        return false;
+    *ret = (uint32_t)v;
+    return true;
+}
+
+int launch_policy_init(LaunchPolicy *p, uid_t euid, gid_t egid, const char *user, const char *group,
+                       bool allow_root, Buf *err)
+{
+    *p = (LaunchPolicy){
+        .agent_uid = euid,
+        .agent_gid = egid,
+        .default_uid = euid,
+        .default_gid = egid,
+        .allow_root = allow_root,
+        .nofile = LAUNCH_NOFILE,
+        .nproc = LAUNCH_NPROC,
+    };
+    if (euid != 0)
+        return 0; /* it cannot switch: every worker runs as the agent */
+    const char *u = user ? user : "nobody";
+    uint32_t id;
+    bool have_gid = false;
+    if (parse_id(u, &id)) {
+        p->default_uid = id;
+        struct passwd *pw = getpwuid(id);
+        if (pw) {
+            p->default_gid = pw->pw_gid;
+            have_gid = true;
+        }
+    } else {
+        struct passwd *pw = getpwnam(u);
+        if (!pw) {
+            buf_printf(err, "--worker-user '%s': no such user on this machine", u);
+            return -EINVAL;
+        }
+        p->default_uid = pw->pw_uid;
+        p->default_gid = pw->pw_gid;
+        have_gid = true;
+    }
+    if (!user && !group) {
+        struct group *gr = getgrnam("nogroup"); /* Debian's; elsewhere nobody's own group */
+        if (gr)
+            p->default_gid = gr->gr_gid;
+    }
+    if (group) {
+        if (parse_id(group, &id)) {
+            p->default_gid = id;
+        } else {
+            struct group *gr = getgrnam(group);
+            if (!gr) {
+                buf_printf(err, "--worker-group '%s': no such group on this machine", group);
+                return -EINVAL;
+            }
+            p->default_gid = gr->gr_gid;
+        }
+    } else if (!have_gid) {
+        buf_printf(err, "--worker-user '%s' has no entry in the user database: give --worker-group",
+                   u);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void launch_policy_free(LaunchPolicy *p)
+{
+    if (!p)
+        return;
+    cgroup_tree_free(p->cgroups);
+    p->cgroups = NULL;
+}
+
+int launch_cred(const LaunchPolicy *p, const Assignment *a, LaunchCred *ret, Buf *err)
+{
+    LaunchCred c = {.uid = p->agent_uid, .gid = p->agent_gid};
+    if (p->agent_uid == 0) {
+        c.change = true;
+        c.mapped = a->has_user;
+        c.uid = a->has_user ? a->uid : p->default_uid;
+        c.gid = a->has_user ? a->gid : p->default_gid;
+        for (size_t i = 0; a->has_user && i < a->n_groups && i < ASSIGN_MAX_GROUPS; i++)
+            c.groups[c.n_groups++] = a->groups[i];
+        bool root_group = c.gid == 0;
+        for (size_t i = 0; i < c.n_groups; i++)
+            root_group |= c.groups[i] == 0;
+        if ((c.uid == 0 || root_group) && !p->allow_root) {
+            buf_printf(err,
+                       "refusing to run a worker as %s (%s): map the team to an unprivileged "
+                       "user (run_as in the cluster spec), or start the agent with "
+                       "--allow-root-workers",
+                       c.uid == 0 ? "root (uid 0)" : "group 0 (root)",
+                       c.mapped ? "its team's run_as" : "the agent's --worker-user");
+            return -EPERM;
+        }
+    }
+    *ret = c;
+    return 0;
+}
+
+static uint64_t at_most(uint64_t want, uint64_t hard)
+{
+    return hard && want > hard ? hard : want;
+}
+
+void launch_limits(const LaunchPolicy *p, const Assignment *a, bool in_cgroup,
+                   const LaunchLimits *hard, LaunchLimits *ret)
+{
+    *ret = (LaunchLimits){
+        .nofile = at_most(p->nofile, hard->nofile),
+        .nproc = p->nproc ? at_most(p->nproc, hard->nproc) : 0,
+        .data_bytes = !in_cgroup && a->memory_mib ? (uint64_t)a->memory_mib << 20 : 0,
+    };
+}
+
+/* ---- the child ---- */
+
 /* In the child: every descriptor past stderr closes on exec (curl's sockets, the
  * agent's lock file), so a worker holds nothing of the agent's. */
 static void cloexec_from_3(void)
@@ -234,7 +365,51 @@ static void cloexec_from_3(void)
     }
 }
 
-static _Noreturn void child(char *const *argv, char *const *env, int logfd, int nullfd, int errfd)
+/* The steps of the child, as reported through the error pipe. */
+enum {
+    STEP_FDS,
+    STEP_CGROUP,
+    STEP_RLIMIT,
+    STEP_SETGROUPS,
+    STEP_SETGID,
+    STEP_SETUID,
+    STEP_STILL_ROOT,
+    STEP_NO_NEW_PRIVS,
+    STEP_EXEC,
+    STEP_COUNT
+};
+static const char *const step_names[STEP_COUNT] = {
+    "redirecting stdin, stdout and stderr",
+    "joining its cgroup",
+    "setting its resource limits",
+    "setgroups",
+    "setgid",
+    "setuid",
+    "dropping root (setuid(0) still worked)",
+    "prctl(PR_SET_NO_NEW_PRIVS)",
+    "exec",
+};
+
+/* Everything the child needs, prepared by the parent. */
+typedef struct ChildPlan {
+    char *const *argv, *const *env;
+    int logfd, nullfd, errfd, cgfd;
+    const LaunchCred *cred;
+    struct {
+        int resource;
+        struct rlimit value;
+    } limits[4];
+    size_t n_limits;
+} ChildPlan;
+
+static _Noreturn void child_fail(int errfd, int step)
+{
+    int report[2] = {step, errno ? errno : EIO};
+    (void)!write(errfd, report, sizeof(report));
+    _exit(127);
+}
+
+static _Noreturn void child(const ChildPlan *c)
 {
     setpgid(0, 0);
     /* the agent's dispositions and mask must not leak: an ignored SIGPIPE or a
@@ -246,21 +421,46 @@ static _Noreturn void child(char *const *argv, char *const *env, int logfd, int 
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (dup2(nullfd, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0) {
-        int e = errno;
-        (void)!write(errfd, &e, sizeof(e));
-        _exit(127);
+    if (dup2(c->nullfd, 0) < 0 || dup2(c->logfd, 1) < 0 || dup2(c->logfd, 2) < 0)
+        child_fail(c->errfd, STEP_FDS);
+    /* into the cgroup while still privileged: its cgroup.procs is the agent's */
+    if (c->cgfd >= 0 && write(c->cgfd, "0", 1) != 1)
+        child_fail(c->errfd, STEP_CGROUP);
+    for (size_t i = 0; i < c->n_limits; i++)
+        if (setrlimit(c->limits[i].resource, &c->limits[i].value) < 0)
+            child_fail(c->errfd, STEP_RLIMIT);
+    /* groups first, then the gid, then the uid: each needs the privilege the next drops */
+    const LaunchCred *cr = c->cred;
+    if (cr && cr->change) {
+        if (setgroups(cr->n_groups, cr->groups) < 0)
+            child_fail(c->errfd, STEP_SETGROUPS);
+        if (setgid(cr->gid) < 0)
+            child_fail(c->errfd, STEP_SETGID);
+        if (setuid(cr->uid) < 0)
+            child_fail(c->errfd, STEP_SETUID);
+        if (cr->uid != 0 && setuid(0) == 0) {
+            errno = EPERM;
+            child_fail(c->errfd, STEP_STILL_ROOT);
+        }
+        /* and no way back up: a setuid binary (sudo, su) runs without its privileges */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+            child_fail(c->errfd, STEP_NO_NEW_PRIVS);
     }
     cloexec_from_3();
-    environ = (char **)env;
-    execvp(argv[0], argv);
-    int e = errno;
-    (void)!write(errfd, &e, sizeof(e));
-    _exit(127);
+    environ = (char **)c->env;
+    execvp(c->argv[0], c->argv);
+    child_fail(c->errfd, STEP_EXEC);
 }
 
-int launch_spawn(char *const *argv, char *const *env, const char *log_path, pid_t *ret_pid,
-                 Buf *err)
+static void plan_limit(ChildPlan *c, int resource, uint64_t value)
+{
+    c->limits[c->n_limits].resource = resource;
+    c->limits[c->n_limits].value = (struct rlimit){.rlim_cur = value, .rlim_max = value};
+    c->n_limits++;
+}
+
+int launch_spawn(char *const *argv, char *const *env, const char *log_path, const LaunchCred *cred,
+                 const LaunchLimits *lim, int cgroup_procs_fd, pid_t *ret_pid, Buf *err)
 {
     int logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (logfd < 0) {
@@ -278,9 +478,23 @@ int launch_spawn(char *const *argv, char *const *env, const char *log_path, pid_
             close(nullfd);
         return -e;
     }
+    ChildPlan plan = {.argv = argv,
+                      .env = env,
+                      .logfd = logfd,
+                      .nullfd = nullfd,
+                      .errfd = pfd[1],
+                      .cgfd = cgroup_procs_fd,
+                      .cred = cred};
+    plan_limit(&plan, RLIMIT_CORE, 0); /* a core of a job's memory is the job's data */
+    if (lim && lim->nofile)
+        plan_limit(&plan, RLIMIT_NOFILE, lim->nofile);
+    if (lim && lim->nproc)
+        plan_limit(&plan, RLIMIT_NPROC, lim->nproc);
+    if (lim && lim->data_bytes)
+        plan_limit(&plan, RLIMIT_DATA, lim->data_bytes);
     pid_t pid = fork();
     if (pid == 0)
-        child(argv, env, logfd, nullfd, pfd[1]);
+        child(&plan);
     int r = 0;
     if (pid < 0) {
         r = -errno;
@@ -289,14 +503,18 @@ int launch_spawn(char *const *argv, char *const *env, const char *log_path, pid_
         setpgid(pid, pid); /* also here: no signal may reach the group before it exists */
         close(pfd[1]);
         pfd[1] = -1;
-        int e = 0;
+        int report[2] = {0, 0};
         ssize_t n;
         do
-            n = read(pfd[0], &e, sizeof(e));
+            n = read(pfd[0], report, sizeof(report));
         while (n < 0 && errno == EINTR);
-        if (n == (ssize_t)sizeof(e)) {
-            r = e > 0 ? -e : -EIO;
-            buf_printf(err, "cannot run '%s': %s", argv[0], strerror(-r));
+        if (n == (ssize_t)sizeof(report)) {
+            r = report[1] > 0 ? -report[1] : -EIO;
+            int step = report[0] >= 0 && report[0] < STEP_COUNT ? report[0] : STEP_EXEC;
+            if (step == STEP_EXEC)
+                buf_printf(err, "cannot run '%s': %s", argv[0], strerror(-r));
+            else
+                buf_printf(err, "cannot run '%s': %s: %s", argv[0], step_names[step], strerror(-r));
             dprintf(logfd, "gpuorch agent: %s\n", buf_str(err));
             while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
             }
@@ -310,4 +528,74 @@ int launch_spawn(char *const *argv, char *const *env, const char *log_path, pid_
     if (r == 0)
         *ret_pid = pid;
     return r;
+}
+
+/* ---- a worker's whole start ---- */
+
+/* The checkpoint directory belongs to the worker's user, and to it alone: workers of
+ * other teams may share the default user, never each other's checkpoints. Through a
+ * descriptor opened without following a link, so a link put in its place is refused. */
+static int give_dir(const char *dir, const LaunchCred *c, Buf *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int r = 0;
+    if (fd < 0 || fchown(fd, c->uid, c->gid) < 0 || fchmod(fd, 0700) < 0) {
+        r = -errno;
+        buf_printf(err, "cannot give the checkpoint directory %s to uid %u gid %u: %s", dir,
+                   (unsigned)c->uid, (unsigned)c->gid, strerror(-r));
+    }
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
+static void cgroup_name(char *buf, size_t size, int64_t job, int64_t run, uint32_t rank)
+{
+    snprintf(buf, size, "%lld.%lld.%u", (long long)job, (long long)run, rank);
+}
+
+static uint64_t hard_limit(int resource)
+{
+    struct rlimit rl;
+    if (getrlimit(resource, &rl) < 0 || rl.rlim_max == RLIM_INFINITY)
+        return 0;
+    return (uint64_t)rl.rlim_max;
+}
+
+int launch_worker(const LaunchPolicy *p, const Assignment *a, const char *ckpt_dir,
+                  char *const *env, const char *log_path, pid_t *ret_pid, Buf *err)
+{
+    LaunchCred cred;
+    int r = launch_cred(p, a, &cred, err);
+    if (r < 0)
+        return r;
+    if (cred.change && ckpt_dir && *ckpt_dir && (r = give_dir(ckpt_dir, &cred, err)) < 0)
+        return r;
+    char name[64];
+    cgroup_name(name, sizeof(name), a->job, a->run, a->rank);
+    int cgfd = -1;
+    if (p->cgroups &&
+        (r = cgroup_worker_make(p->cgroups, name, a->memory_mib, a->cpu_milli, &cgfd, err)) < 0)
+        return r;
+    LaunchLimits hard = {.nofile = hard_limit(RLIMIT_NOFILE), .nproc = hard_limit(RLIMIT_NPROC)};
+    LaunchLimits lim;
+    launch_limits(p, a, cgfd >= 0, &hard, &lim);
+    r = launch_spawn(a->argv, env, log_path, &cred, &lim, cgfd, ret_pid, err);
+    if (cgfd >= 0) {
+        close(cgfd);
+        if (r < 0)
+            (void)cgroup_worker_remove(p->cgroups, name);
+    }
+    return r;
+}
+
+void launch_worker_ended(const LaunchPolicy *p, int64_t job, int64_t run, uint32_t rank)
+{
+    if (!p->cgroups)
+        return;
+    char name[64];
+    cgroup_name(name, sizeof(name), job, run, rank);
+    if (cgroup_worker_remove(p->cgroups, name) == -EBUSY)
+        return;               /* its last processes are on their way out: a later sweep takes it */
+    cgroup_sweep(p->cgroups); /* and any an earlier end left busy */
 }

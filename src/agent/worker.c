@@ -330,9 +330,16 @@ static bool read_marker(const Worker *w, int rank, char *buf, size_t max)
 {
     char path[4096];
     marker_path(w, rank, path, sizeof(path));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* the worker owns the directory: a link to a file it may not read (the agent is
+     * root), or a FIFO that would block the agent, is not a marker */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return false;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return false;
+    }
     ssize_t n = read(fd, buf, max);
     close(fd);
     if (n <= 0)

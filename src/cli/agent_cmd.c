@@ -30,7 +30,9 @@ static void usage(FILE *f)
             "usage: gpuorch agent --server URL --token TOKEN [--node NAME] [--address ADDR]\n"
             "                     [--gpus nvml|sim:MODEL:COUNT] [--state-dir DIR]\n"
             "                     [--checkpoint-root DIR] [--spot-notice none|aws|gcp|azure]\n"
-            "                     [--metadata-url URL] [--notice-poll-ms MS]\n\n"
+            "                     [--metadata-url URL] [--notice-poll-ms MS]\n"
+            "                     [--worker-user USER] [--worker-group GROUP]\n"
+            "                     [--allow-root-workers] [--no-cgroups]\n\n"
             "Runs the node agent in the foreground: reports this node's GPUs and workers to\n"
             "the server, applies MIG layouts, starts and stops workers, ships their logs.\n\n"
             "  --server URL          the gpuorch server (or GPUORCH_SERVER)\n"
@@ -46,7 +48,15 @@ static void usage(FILE *f)
             "  --spot-notice CLOUD   watch the cloud's spot interruption notice and tell the\n"
             "                        server, which moves this node's jobs (default none)\n"
             "  --metadata-url URL    the metadata service (default: the cloud's own address)\n"
-            "  --notice-poll-ms MS   how often to ask it (default 5000)\n\n"
+            "  --notice-poll-ms MS   how often to ask it (default 5000)\n"
+            "  --worker-user USER    run workers whose team has no run_as in the cluster spec\n"
+            "                        as USER, a name or uid (default nobody)\n"
+            "  --worker-group GROUP  and GROUP, a name or gid (default USER's; nogroup)\n"
+            "  --allow-root-workers  allow a worker to run as uid 0 or group 0 (single-user\n"
+            "                        labs); refused otherwise\n"
+            "  --no-cgroups          no cgroup per worker, even where cgroup v2 is delegated\n"
+            "An agent running as root runs each worker as its team's user; one that is not\n"
+            "root runs every worker as itself.\n\n"
             "SIGTERM or SIGINT shut the node down: workers that can checkpoint do, all stop,\n"
             "the server requeues their jobs to resume, and the agent exits. SIGHUP stops the\n"
             "agent alone and leaves its workers running; an agent started again with the\n"
@@ -66,6 +76,10 @@ int cmd_agent(int argc, char **argv)
         {"spot-notice", required_argument, NULL, 'S'},
         {"metadata-url", required_argument, NULL, 'M'},
         {"notice-poll-ms", required_argument, NULL, 'P'},
+        {"worker-user", required_argument, NULL, 'U'},
+        {"worker-group", required_argument, NULL, 'G'},
+        {"allow-root-workers", no_argument, NULL, 'R'},
+        {"no-cgroups", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -119,6 +133,18 @@ int cmd_agent(int argc, char **argv)
             o.notice_poll_ms = ms;
             break;
         }
+        case 'U':
+            o.worker_user = optarg;
+            break;
+        case 'G':
+            o.worker_group = optarg;
+            break;
+        case 'R':
+            o.allow_root_workers = true;
+            break;
+        case 'C':
+            o.no_cgroups = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;

@@ -113,6 +113,16 @@ typedef struct Pool {
     MigLayout initial_mig; /* layout the GPUs start in (empty: MIG off) */
 } Pool;
 
+/* The Unix identity a team's workers run as on its nodes (the cluster spec's `run_as`):
+ * the agent switches to it before exec. Unset: the agent's default worker user. */
+#define RUN_AS_MAX_GROUPS 32
+typedef struct RunAs {
+    bool set;
+    uint32_t uid, gid;                  /* below 2^32 - 1, which means "no id" */
+    uint32_t groups[RUN_AS_MAX_GROUPS]; /* supplementary groups; none: only gid */
+    uint8_t n_groups;
+} RunAs;
+
 typedef struct Team {
     char *name;
     double guaranteed_gpus; /* GPU-equivalents */
@@ -122,6 +132,7 @@ typedef struct Team {
     uint8_t tiers;           /* tiers its jobs may run on, a mask of 1 << Tier; 0: every tier */
     char **projects;
     size_t n_projects;
+    RunAs run_as;
 } Team;
 
 typedef struct Node {

@@ -223,6 +223,25 @@ static bool job_checkpoints(const ServerJob *j)
            j->spec.checkpoint_grace_ms > 0;
 }
 
+/* Who the worker runs as and what host resources it asked for: "user" (the job's team's
+ * run_as in the cluster spec; left out without one, and the agent uses its default
+ * unprivileged user), "cpu_milli" and "memory_mib" per worker (0: not asked). */
+static void worker_limits_json(const Server *s, const ServerJob *j, json_t *o)
+{
+    int t = j->spec.team ? cluster_find_team(s->c, j->spec.team) : -1;
+    const RunAs *ra = t >= 0 ? &s->c->teams[t].run_as : NULL;
+    if (ra && ra->set) {
+        json_t *groups = json_array();
+        for (size_t i = 0; i < ra->n_groups; i++)
+            json_array_append_new(groups, json_integer(ra->groups[i]));
+        json_object_set_new(o, "user",
+                            json_pack("{s:I, s:I, s:o}", "uid", (json_int_t)ra->uid, "gid",
+                                      (json_int_t)ra->gid, "groups", groups));
+    }
+    json_object_set_new(o, "cpu_milli", json_integer(j->spec.cpu_milli));
+    json_object_set_new(o, "memory_mib", json_integer(j->spec.memory_mib));
+}
+
 /* Worker `rank` of run `run` on allocation pl (the job's, or the one a move leaves). */
 static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t rank, uint32_t run,
                            int64_t now)
@@ -246,8 +265,10 @@ static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t 
         "checkpoint_interval_ms", (json_int_t)checkpoint_interval_ms(s, j), "checkpoint_signal",
         "USR1", "grace_ms", (json_int_t)stop_grace_ms(s, j, now), "stop",
         stop ? json_string(stop) : json_null());
-    if (o)
+    if (o) {
         json_object_set_new(o, "checkpoints", json_boolean(job_checkpoints(j)));
+        worker_limits_json(s, j, o);
+    }
     return o;
 }
 

@@ -70,10 +70,24 @@ static const char *const node_fields[N_COUNT] = {
     "cpus",      "memory_gib", "mig",  "mig_layout",
 };
 
-enum { T_NAME, T_GUARANTEED, T_BURST, T_WEIGHT, T_PROJECTS, T_BUDGET, T_CAPACITY, T_COUNT };
+enum {
+    T_NAME,
+    T_GUARANTEED,
+    T_BURST,
+    T_WEIGHT,
+    T_PROJECTS,
+    T_BUDGET,
+    T_CAPACITY,
+    T_RUN_AS,
+    T_COUNT
+};
 static const char *const team_fields[T_COUNT] = {
-    "name",    "guaranteed_gpus", "burst_gpus", "weight", "projects", "budget_gpu_hours_per_month",
-    "capacity"};
+    "name",     "guaranteed_gpus", "burst_gpus", "weight", "projects", "budget_gpu_hours_per_month",
+    "capacity", "run_as"};
+
+enum { RA_UID, RA_GID, RA_GROUPS, RA_COUNT };
+static const char *const run_as_fields[RA_COUNT] = {"uid", "gid", "groups"};
+#define MAX_UNIX_ID 4294967294u /* (uid_t)-1 means "no change" to setresuid */
 
 /* What the reader keeps besides the cluster: where each named thing was defined. */
 typedef struct ClusterReader {
@@ -665,6 +679,53 @@ static int team_project(FieldCtx *x, const FieldVal *item, void *ud)
     return 0;
 }
 
+static int run_as_group(FieldCtx *x, const FieldVal *item, void *ud)
+{
+    RunAs *ra = ud;
+    uint64_t g;
+    if (field_uint(x, item, 0, MAX_UNIX_ID, &g) < 0)
+        return -EINVAL;
+    for (size_t i = 0; i < ra->n_groups; i++)
+        if (ra->groups[i] == g)
+            return field_bad(x, item, "group %llu is listed twice", (unsigned long long)g);
+    if (ra->n_groups >= RUN_AS_MAX_GROUPS)
+        return field_bad(x, item, "at most %d groups", RUN_AS_MAX_GROUPS);
+    ra->groups[ra->n_groups++] = (uint32_t)g;
+    return 0;
+}
+
+/* run_as: {uid, gid, groups}, numeric ids as the nodes know them (names would resolve
+ * differently on each node, or not at all on the server). uid 0 is accepted here: the
+ * agent refuses it unless its operator allowed root workers. */
+static int read_run_as(FieldCtx *x, const FieldVal *v, const char *team, RunAs *ret)
+{
+    if (!v->node || !fy_node_is_mapping(v->node))
+        return field_bad(x, v, "must be a mapping {uid, gid, groups}, not %s",
+                         v->node ? field_node_shape(v->node) : "a value");
+    char where[96];
+    snprintf(where, sizeof(where), "run_as of team '%.64s'", team);
+    FieldVal f[RA_COUNT];
+    bool has[RA_COUNT];
+    int r = field_collect(x, v->node, v->line, where, run_as_fields, RA_COUNT, f, has);
+    if (!has[RA_UID] || !has[RA_GID]) {
+        field_error(x, v->line, "missing field '%s' in %s", has[RA_UID] ? "gid" : "uid", where);
+        return -EINVAL;
+    }
+    RunAs ra = {.set = true};
+    uint64_t id;
+    if (field_uint(x, &f[RA_UID], 0, MAX_UNIX_ID, &id) < 0)
+        r = -EINVAL;
+    ra.uid = (uint32_t)id;
+    if (field_uint(x, &f[RA_GID], 0, MAX_UNIX_ID, &id) < 0)
+        r = -EINVAL;
+    ra.gid = (uint32_t)id;
+    if (has[RA_GROUPS] && field_each(x, &f[RA_GROUPS], run_as_group, &ra) < 0)
+        r = -EINVAL;
+    if (r == 0)
+        *ret = ra;
+    return r;
+}
+
 static int read_team(ClusterReader *cr, struct fy_node *item, size_t line)
 {
     FieldCtx *x = cr->x;
@@ -712,6 +773,8 @@ static int read_team(ClusterReader *cr, struct fy_node *item, size_t line)
         .budget_gpu_hours = (double)budget / 1000.0,
         .tiers = tiers,
     };
+    if (has[T_RUN_AS] && read_run_as(x, &v[T_RUN_AS], name, &t.run_as) < 0)
+        r = -EINVAL;
     if (has[T_PROJECTS]) {
         int e = field_each(x, &v[T_PROJECTS], team_project, &t);
         if (e < 0)

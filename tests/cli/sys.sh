@@ -3,10 +3,30 @@
 # GPUs, API calls with curl, and waiting for a job to reach a state. Everything started
 # here (and every worker whose command names $T) is killed on exit.
 
+# without $T the cleanup below would kill every process with a '/' in its command line
+: "${T:?sys.sh is sourced after lib.sh, which sets T}"
+
+# Run as root, the agent runs workers as nobody (docs/agent.md, "Who workers run as"),
+# and the jobs here read scripts from $T and write files there: $T is nobody's (the
+# server and agents, root, still write everywhere in it).
+if [ "$(id -u)" = 0 ]; then
+    chown 65534:65534 "$T" && chmod 0755 "$T"
+fi
+
+# worker_python: a python3 the workers can run: this shell's, or, run as root where
+# nobody cannot reach it (a pyenv under /root), the system's.
+worker_python() {
+    wp=$(python3 -c 'import sys; print(sys.executable)')
+    if [ "$(id -u)" = 0 ] && ! runuser -u nobody -- "$wp" -c '' 2>/dev/null; then
+        wp=/usr/bin/python3
+    fi
+    echo "$wp"
+}
+
 PIDS=""
 sys_cleanup() {
     for p in $PIDS; do kill -KILL "$p" 2>/dev/null || true; done
-    pkill -KILL -f "$T/" 2>/dev/null || true
+    [ -z "${T:-}" ] || pkill -KILL -f "$T/" 2>/dev/null || true
     if [ -n "${KEEP_LOGS:-}" ]; then
         for f in "$T"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -20 "$f" >&2; }; done
     fi

@@ -22,7 +22,7 @@ wait_nodes 2
 cp examples/workloads/train.py "$T/train.py"
 # the interpreter itself: a wrapper in front of it (pyenv's shim is a shell script) dies
 # of a checkpoint signal that comes before python has its handler, on a loaded machine
-PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+PYTHON=$(worker_python)
 
 submit "{\"name\": \"train\", \"team\": \"research\", \"kind\": \"training\", \"workers\": 2, \"gpus\": 8,
   \"gpu_models\": [\"H100-80GB-SXM5\"], \"preemptible\": true,

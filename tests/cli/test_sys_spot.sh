@@ -82,7 +82,7 @@ wait_nodes 1
 cp examples/workloads/train.py "$T/train.py"
 # the interpreter itself: a wrapper in front of it (pyenv's shim is a shell script) dies
 # of a checkpoint signal that comes before python has its handler, on a loaded machine
-PYTHON=$(python3 -c 'import sys; print(sys.executable)')
+PYTHON=$(worker_python)
 cat >"$T/idle.sh" <<'SH'
 #!/bin/sh
 echo "idle on $CUDA_VISIBLE_DEVICES"

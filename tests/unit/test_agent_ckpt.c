@@ -58,7 +58,7 @@ static Worker *start(int job, int rank, const char *script)
     assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, NULL, &env, &err), 0);
     pid_t pid;
     worker_starting(w);
-    assert_int_equal(launch_spawn(w->a.argv, env, w->log_path, &pid, &err), 0);
+    assert_int_equal(launch_spawn(w->a.argv, env, w->log_path, NULL, NULL, -1, &pid, &err), 0);
     launch_env_free(env);
     buf_free(&err);
     worker_started(w, pid, agent_mono_ms());

@@ -61,7 +61,7 @@ static int start(const char *spec_json, char *const *base_env, Worker **ret)
     assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, base_env, &env, &err), 0);
     pid_t pid;
     worker_starting(w);
-    int r = launch_spawn(w->a.argv, env, w->log_path, &pid, &err);
+    int r = launch_spawn(w->a.argv, env, w->log_path, NULL, NULL, -1, &pid, &err);
     launch_env_free(env);
     if (r == 0)
         worker_started(w, pid, agent_mono_ms());

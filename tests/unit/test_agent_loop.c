@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -178,6 +179,10 @@ static char dir[] = "/tmp/gpuorch-loop-XXXXXX";
 static int setup(void **state)
 {
     if (!mkdtemp(dir))
+        return -1;
+    /* run as root, the agent runs workers as nobody: they must reach their checkpoint
+     * directories under it (launch.h) */
+    if (chmod(dir, 0755) < 0)
         return -1;
     setenv("GPUORCH_SIM_MIG_DELAY_MS", "0", 1);
     pthread_mutex_init(&srv.lock, NULL);
