@@ -51,8 +51,10 @@ static int read_stdin(char **ret_data, size_t *ret_len)
     return *ret_data ? 0 : -ENOMEM;
 }
 
-/* application/json for .json or a file whose first character opens a JSON value,
- * application/yaml otherwise (YAML is the format people write by hand). */
+/* application/json for .json, application/yaml for .yaml and .yml. Another name's
+ * content opening with { or [ may be JSON or flow-style YAML: text/plain leaves it to
+ * the server, which reads it as JSON and, when it is not JSON, as YAML. The rest is
+ * YAML, the format people write by hand. */
 static const char *job_file_type(const JobFile *f)
 {
     const char *dot = strrchr(f->path, '.');
@@ -61,7 +63,7 @@ static const char *job_file_type(const JobFile *f)
     if (dot && (!strcmp(dot, ".yaml") || !strcmp(dot, ".yml")))
         return "application/yaml";
     size_t i = strspn(f->data, " \t\r\n");
-    return f->data[i] == '{' || f->data[i] == '[' ? "application/json" : "application/yaml";
+    return f->data[i] == '{' || f->data[i] == '[' ? "text/plain" : "application/yaml";
 }
 
 static int submit_one(Client *c, const JobFile *f, bool several)

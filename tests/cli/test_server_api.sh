@@ -254,6 +254,10 @@ error_has "more than 40000 YAML values to read"
 # YAML's flow style with no declared type is still YAML when it is not JSON
 api 201 "$ADMIN" POST /api/v1/jobs --data-binary '{name: flow, team: search, command: [x]}'
 json_ok "$T/out" "d['name'] == 'flow'"
+# and so is such a file given to gpuorch submit, whatever its name
+printf '{name: flow-file, team: search, command: [x]}\n' >"$T/flowjob"
+"$GPUORCH" submit --server "$URL" --token "$ADMIN" "$T/flowjob" >"$T/flow.out" 2>&1 ||
+    fail "gpuorch submit of a flow-style YAML file: $(cat "$T/flow.out")"
 
 # ---- it stops cleanly ----
 kill -TERM $PID
