@@ -694,7 +694,7 @@ static void fault_loop(Phase phase, FaultKind kind, bool persistent, int64_t def
         scenario(path, &arm, &run, crash);
         bool reached = phase == PHASE_OPEN ? n <= run.open_calls : fault_reached();
         fault_disarm();
-        failed_may_remain = true;
+        failed_may_remain = persistent;
         if (run.opened)
             check_run(crash, &run);
         check_run(path, &run);
