@@ -809,18 +809,26 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
         snprintf(detail, sizeof(detail), "%s -> %s", priority_name(j->st.priority),
                  priority_name(p));
         bool queued = j->sj.queued;
+        Priority was = j->st.priority;
         if (queued)
             sched_dequeue(&s->sched, &j->sj);
         j->st.priority = p;
         j->sj.priority = p;
         j->spec.priority = p;
-        if (queued && sched_enqueue(&s->sched, &j->sj) < 0)
+        if (queued && sched_enqueue(&s->sched, &j->sj) < 0) {
+            /* no room in the new class's queue: back where it was, which had room for it
+             * a moment ago (so this cannot fail), and nothing written */
+            j->st.priority = was;
+            j->sj.priority = was;
+            j->spec.priority = was;
+            sched_enqueue(&s->sched, &j->sj);
+            buf_printf(err, "out of memory; the priority of job %lld was not changed",
+                       (long long)id);
             status = 500;
-        changes_job(&ch, j);
-        changes_event(&ch, j, now, "priority", detail);
-        if (server_commit(s, &ch) < 0) {
-            buf_printf(err, "the store failed; the change may not have been saved");
-            status = 500;
+        } else {
+            changes_job(&ch, j);
+            changes_event(&ch, j, now, "priority", detail);
+            server_commit(s, &ch);
         }
         s->order_stale = true;
         server_kick(s);
