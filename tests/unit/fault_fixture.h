@@ -1,12 +1,14 @@
 /* fault_fixture.h: fault injection through SQLite's own hooks, as SQLite's tests do it,
  * for the tests of what the store and the server do when it fails (test_store_faults.c,
- * test_server_faults.c). Two kinds of fault, counted only while armed:
+ * test_server_faults.c). Kinds of fault, counted only while armed, on the arming thread:
  *
  *   FAULT_MALLOC  SQLite's allocator (SQLITE_CONFIG_MALLOC wrapping its default one):
  *                 the Nth allocation or reallocation returns NULL.
  *   FAULT_IO      a VFS ("faulty", made the default) over the "unix" one: the Nth
  *                 xWrite, xSync or xTruncate returns SQLITE_IOERR_WRITE (_FSYNC,
  *                 _TRUNCATE) without touching the file.
+ *   FAULT_PROCESS every allocation of the process, for a test binary that interposes
+ *                 malloc and asks fault_now (test_server_faults.c does).
  *
  * A transient fault fails the Nth call only (a disk that hiccups, memory that comes
  * back); a persistent one fails the Nth and every call after it (a dead disk). A test
@@ -25,7 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum FaultKind { FAULT_MALLOC, FAULT_IO } FaultKind;
+/* FAULT_PROCESS: every malloc of the process (a test that interposes malloc counts with
+ * it; SQLite's default allocator calls malloc, so it counts SQLite's too). */
+typedef enum FaultKind { FAULT_MALLOC, FAULT_IO, FAULT_PROCESS } FaultKind;
 
 typedef struct FaultPlan {
     bool armed;
@@ -36,9 +40,9 @@ typedef struct FaultPlan {
     int64_t fired; /* calls failed */
 } FaultPlan;
 
-/* One thread drives SQLite in these tests (the store has no threads of its own and the
- * server's scheduler thread is not started), so the plan needs no lock. */
-static FaultPlan fault_plan;
+/* Each thread its own plan: only the test's thread arms one, so a server's scheduler
+ * thread neither fails nor moves the count, and N stays the same from run to run. */
+static _Thread_local FaultPlan fault_plan;
 static sqlite3_mem_methods fault_mem_orig;
 static sqlite3_vfs *fault_vfs_orig;
 
@@ -71,7 +75,7 @@ static inline bool fault_now(FaultKind kind)
 
 static inline const char *fault_kind_name(FaultKind k)
 {
-    return k == FAULT_MALLOC ? "malloc" : "io";
+    return k == FAULT_MALLOC ? "malloc" : k == FAULT_IO ? "io" : "process malloc";
 }
 
 /* ---- the allocator ---- */
