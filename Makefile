@@ -1,6 +1,7 @@
 # gpuorch: the commands people type. CMake + Ninja do the building.
 #   make          release build in build/
-#   make test     the release build, then ASan+UBSan in build-test/, every test through ctest
+#   make test     the release build, then ASan+UBSan in build-test/, every test through ctest,
+#                 then ThreadSanitizer in build-tsan/ on the threaded tests (tests/tsan)
 #   make run      the main job: a server and two agents (simulated GPUs) on the demo cluster
 #   make bench    benchmarks, results into bench/RESULTS.md
 #   make deps     install missing Debian packages (apt-get update first); test-deps adds
@@ -8,6 +9,7 @@
 
 BUILD      ?= build
 TEST_BUILD ?= build-test
+TSAN_BUILD ?= build-tsan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libcmocka-dev \
                libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libsodium-dev \
@@ -45,7 +47,10 @@ kube-control-plane:
 test: test-deps node_modules/.package-lock.json build kube-control-plane
 	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUORCH_SANITIZE=ON >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
+	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUORCH_TSAN=ON >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 	@cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(TSAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
 run: deps build
 	./tools/run-local.sh $(BUILD)
@@ -60,4 +65,4 @@ format-check:
 	./tests/check_format.sh clang-format .
 
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) $(TSAN_BUILD)

@@ -797,6 +797,9 @@ int http_server_start(Server *s, HttpListener *l, const char *web_dir, const Htt
         http_server_stop(h);
         return r;
     }
+    /* before the daemon's threads start: a request on the listening socket may come at
+     * once, and its handler reads s->auth_cache (GET /tokens' last use) */
+    s->auth_cache = h->cache;
     unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
     if (l->v6)
         flags |= MHD_USE_IPv6;
@@ -814,7 +817,6 @@ int http_server_start(Server *s, HttpListener *l, const char *web_dir, const Htt
         return -EIO;
     }
     l->fd = -1; /* the daemon's now */
-    s->auth_cache = h->cache;
     r = pthread_create(&h->reaper, NULL, reaper_main, h);
     if (r) {
         http_server_stop(h);

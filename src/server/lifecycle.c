@@ -31,6 +31,8 @@ void changes_job(Changes *ch, ServerJob *j)
     if (GROW(ch->jobs, ch->jobs_cap, ch->n_jobs + 1) == 0) {
         ch->jobs[ch->n_jobs++] = j;
         j->in_changes = true;
+    } else {
+        ch->oom = true;
     }
 }
 
@@ -40,6 +42,8 @@ void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, co
     if ((detail && !copy) || GROW(ch->events, ch->events_cap, ch->n_events + 1) < 0 ||
         GROW(ch->strs, ch->strs_cap, ch->n_strs + 1) < 0) {
         free(copy);
+        ch->oom = true;
+        changes_job(ch, j);
         return;
     }
     if (copy)
@@ -53,6 +57,8 @@ static void changes_usage(Changes *ch, const StoreUsage *u)
 {
     if (GROW(ch->usage, ch->usage_cap, ch->n_usage + 1) == 0)
         ch->usage[ch->n_usage++] = *u;
+    else
+        ch->oom = true;
 }
 
 void changes_learned(Changes *ch, const LearnEntry *e)
@@ -66,6 +72,8 @@ void changes_learned(Changes *ch, const LearnEntry *e)
     if (GROW(ch->learned, ch->learned_cap, ch->n_learned + 1) == 0)
         ch->learned[ch->n_learned++] =
             (StoreLearned){.cls = e->cls, .peak_mib = e->peak_mib, .ooms = e->ooms};
+    else
+        ch->oom = true;
 }
 
 static void changes_clear(Changes *ch)
@@ -75,6 +83,7 @@ static void changes_clear(Changes *ch)
     for (size_t i = 0; i < ch->n_strs; i++)
         free(ch->strs[i]);
     ch->n_jobs = ch->n_events = ch->n_usage = ch->n_learned = ch->n_strs = 0;
+    ch->oom = false;
 }
 
 void changes_free(Changes *ch)
@@ -90,27 +99,31 @@ void changes_free(Changes *ch)
 
 int server_commit(Server *s, Changes *ch)
 {
-    if (!ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned)
+    if (!ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned && !ch->oom)
         return 0;
-    const StoreJob **up = calloc(ch->n_jobs ? ch->n_jobs : 1, sizeof(*up));
-    if (!up)
-        return -ENOMEM;
-    for (size_t i = 0; i < ch->n_jobs; i++)
-        up[i] = &ch->jobs[i]->st;
-    StoreWrite w = {.updates = up,
-                    .n_updates = ch->n_jobs,
-                    .events = ch->events,
-                    .n_events = ch->n_events,
-                    .usage = ch->usage,
-                    .n_usage = ch->n_usage,
-                    .learned = ch->learned,
-                    .n_learned = ch->n_learned};
     Buf err = {0};
-    int r = store_write(s->store, &w, &err);
+    const StoreJob **up = ch->oom ? NULL : calloc(ch->n_jobs ? ch->n_jobs : 1, sizeof(*up));
+    int r = -ENOMEM;
+    if (up) {
+        for (size_t i = 0; i < ch->n_jobs; i++)
+            up[i] = &ch->jobs[i]->st;
+        StoreWrite w = {.updates = up,
+                        .n_updates = ch->n_jobs,
+                        .events = ch->events,
+                        .n_events = ch->n_events,
+                        .usage = ch->usage,
+                        .n_usage = ch->n_usage,
+                        .learned = ch->learned,
+                        .n_learned = ch->n_learned};
+        r = store_write(s->store, &w, &err);
+    } else {
+        buf_puts(&err, ch->oom ? "out of memory listing a change" : "out of memory");
+    }
     if (r < 0) {
         /* memory is already ahead of the store and agents or users may hear of it:
          * stop, so that a restart reloads the durable state and reconciles with the
-         * agents, rather than go on contradicting it */
+         * agents, rather than go on contradicting it (a change left out of the write for
+         * want of memory, written without it, would be lost the same way) */
         log_error("event=store_write_failed jobs=%zu error=\"%s\" action=exit", ch->n_jobs,
                   buf_str(&err));
         _exit(1);
@@ -118,7 +131,7 @@ int server_commit(Server *s, Changes *ch)
     buf_free(&err);
     free(up);
     changes_clear(ch);
-    return r;
+    return 0;
 }
 
 static double worker_eq(const Cluster *c, const WorkerAlloc *w)

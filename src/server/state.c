@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_HEARTBEAT_MS 500
 /* Kubernetes' node-monitor-grace-period (40 s) and pod eviction (5 min after that);
@@ -652,6 +653,39 @@ static int check_job(Server *s, const Caller *who, JobSpec *js, Buf *err)
     }
 }
 
+/* A submitted job in memory before it is written: its strings copied and its request
+ * bound to the core (all that can fail for want of memory), so that once the write is
+ * durable nothing is left that can fail. The spec is the caller's until then. */
+static int submit_prepare(Server *s, JobSpec *js, const StoreJob *st, ServerJob **ret, Buf *why)
+{
+    ServerJob *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    j->st = *st;
+    j->st.spec_json = NULL;
+    j->st.name = strdup(js->name);
+    j->st.team = js->team ? strdup(js->team) : NULL;
+    j->st.project = js->project ? strdup(js->project) : NULL;
+    j->st.user = st->user ? strdup(st->user) : NULL;
+    job_spec_init(&j->spec);
+    int r = !j->st.name || (js->team && !j->st.team) || (js->project && !j->st.project) ||
+                    (st->user && !j->st.user)
+                ? -ENOMEM
+                : 0;
+    if (r == 0) {
+        /* bound on the spec while the caller keeps it; the job takes it once written */
+        j->spec = *js;
+        r = job_bind_core(s, j, why);
+        job_spec_init(&j->spec);
+    }
+    if (r < 0) {
+        server_job_free(j);
+        return r;
+    }
+    *ret = j;
+    return 0;
+}
+
 int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids, Buf *err)
 {
     if (!jobs->n) {
@@ -665,9 +699,9 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
     }
     size_t n = jobs->n;
     StoreJob *ins = calloc(n, sizeof(*ins));
-    if (!ins)
-        return 500;
-    int status = 0;
+    ServerJob **sj = calloc(n, sizeof(*sj));
+    StoreEvent *ev = calloc(n, sizeof(*ev));
+    int status = ins && sj && ev ? 0 : 500;
     int64_t now = server_now_ms();
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < n && !status; i++)
@@ -698,51 +732,57 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
         };
     }
     if (!status) {
-        StoreEvent *ev = calloc(n, sizeof(*ev));
-        for (size_t i = 0; ev && i < n; i++)
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < n && !status; i++) {
+            Buf why = {0};
+            int r = submit_prepare(s, &jobs->jobs[i], &ins[i], &sj[i], &why);
+            /* check_job bound it already: only memory can fail here */
+            if (r < 0)
+                status = 500;
+            buf_free(&why);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (!status) {
+        for (size_t i = 0; i < n; i++)
             ev[i] = (StoreEvent){.job = -(int64_t)(i + 1), .t_ms = now, .type = "submit"};
-        StoreWrite w = {.inserts = ins, .n_inserts = n, .events = ev, .n_events = ev ? n : 0};
+        StoreWrite w = {.inserts = ins, .n_inserts = n, .events = ev, .n_events = n};
         if (store_write(s->store, &w, err) < 0)
             status = 500;
-        free(ev);
     }
     if (!status) {
         pthread_mutex_lock(&s->lock);
-        for (size_t i = 0; i < n && !status; i++) {
-            ServerJob *j = calloc(1, sizeof(*j));
-            if (!j) {
-                status = 500;
-                break;
-            }
+        for (size_t i = 0; i < n; i++) {
+            ServerJob *j = TAKE_PTR(sj[i]);
             JobSpec *js = &jobs->jobs[i];
-            j->st = ins[i];
-            j->st.name = strdup(js->name);
-            j->st.team = js->team ? strdup(js->team) : NULL;
-            j->st.project = js->project ? strdup(js->project) : NULL;
-            j->st.user = ins[i].user ? strdup(ins[i].user) : NULL;
-            ins[i].spec_json = NULL;
+            j->st.id = ins[i].id;
+            j->sj.id = (uint32_t)ins[i].id;
+            j->st.spec_json = TAKE_PTR(ins[i].spec_json);
             j->spec = *js; /* the job takes the spec's strings */
             job_spec_init(js);
-            Buf why = {0};
-            if (job_bind_core(s, j, &why) < 0 || job_table_put(s, j) < 0 ||
-                sched_enqueue(&s->sched, &j->sj) < 0) {
-                /* accepted and durable: the next start loads it; say so */
-                log_error("event=submit_memory job=%lld reason=\"%s\"", (long long)j->st.id,
-                          buf_str(&why));
-                status = 500;
-            } else {
-                j->position = sched_position_newest(&s->sched, &j->sj);
+            if (job_table_put(s, j) < 0 || sched_enqueue(&s->sched, &j->sj) < 0) {
+                /* durable, and the caller would be told otherwise: as with any write
+                 * memory cannot follow (server_commit), stop, and the restart loads it */
+                log_error("event=submit_memory job=%lld error=\"out of memory\" action=exit",
+                          (long long)j->st.id);
+                _exit(1);
             }
-            buf_free(&why);
+            j->position = sched_position_newest(&s->sched, &j->sj);
             ret_ids[i] = j->st.id;
         }
         s->order_stale = true;
         server_kick(s);
         pthread_mutex_unlock(&s->lock);
     }
-    for (size_t i = 0; i < n; i++)
-        free(ins[i].spec_json);
+    for (size_t i = 0; i < n; i++) {
+        if (ins)
+            free(ins[i].spec_json);
+        if (sj)
+            server_job_free(sj[i]);
+    }
     free(ins);
+    free(sj);
+    free(ev);
     return status ? status : 201;
 }
 
@@ -809,18 +849,26 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
         snprintf(detail, sizeof(detail), "%s -> %s", priority_name(j->st.priority),
                  priority_name(p));
         bool queued = j->sj.queued;
+        Priority was = j->st.priority;
         if (queued)
             sched_dequeue(&s->sched, &j->sj);
         j->st.priority = p;
         j->sj.priority = p;
         j->spec.priority = p;
-        if (queued && sched_enqueue(&s->sched, &j->sj) < 0)
+        if (queued && sched_enqueue(&s->sched, &j->sj) < 0) {
+            /* no room in the new class's queue: back where it was, which had room for it
+             * a moment ago (so this cannot fail), and nothing written */
+            j->st.priority = was;
+            j->sj.priority = was;
+            j->spec.priority = was;
+            sched_enqueue(&s->sched, &j->sj);
+            buf_printf(err, "out of memory; the priority of job %lld was not changed",
+                       (long long)id);
             status = 500;
-        changes_job(&ch, j);
-        changes_event(&ch, j, now, "priority", detail);
-        if (server_commit(s, &ch) < 0) {
-            buf_printf(err, "the store failed; the change may not have been saved");
-            status = 500;
+        } else {
+            changes_job(&ch, j);
+            changes_event(&ch, j, now, "priority", detail);
+            server_commit(s, &ch);
         }
         s->order_stale = true;
         server_kick(s);

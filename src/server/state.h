@@ -296,13 +296,17 @@ typedef struct Changes {
     size_t n_learned, learned_cap;
     char **strs; /* event details, owned */
     size_t n_strs, strs_cap;
+    bool oom; /* a change could not be listed: server_commit must not write the rest alone */
 } Changes;
 void changes_job(Changes *ch, ServerJob *j);
 void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail);
 /* A class's learned memory changed: write its entry (e stays valid: Learn keeps it). */
 void changes_learned(Changes *ch, const LearnEntry *e);
 void changes_free(Changes *ch);
-/* Write the changes durably and empty the lists; 0 or -EIO (logged). */
+/* Write the changes durably and empty the lists; 0. When the store fails, or a change
+ * could not be listed for want of memory, memory is ahead of the store and others may
+ * have heard of it: the process ends (logged), and its restart reloads the durable
+ * state. */
 int server_commit(Server *s, Changes *ch);
 /* Worker state has changed: move the job along its lifecycle (running, ended,
  * released, requeued). */

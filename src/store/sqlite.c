@@ -13,6 +13,8 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,6 +72,36 @@ int sqlite_prepare_all(SqliteStore *db, sqlite3 *conn, const char *const *sql, s
     return 0;
 }
 
+/* A COMMIT that failed may still have put the whole transaction in the log: its frames
+ * written, only their fsync failed. The connection forgets them, but the next opening
+ * recovers whatever the log holds, so after a crash a write its callers were told had
+ * failed would come back (a refused submission running). The next write that succeeds
+ * overwrites those frames; make one now (user_version, which nothing else uses), so that
+ * a failed commit is not saved. When that fails too, the disk still fails and nobody can
+ * know: the reason says so. */
+static void seal_failed_commit(SqliteStore *db, Buf *why)
+{
+    sqlite3 *c = db->wdb;
+    sqlite3_stmt *st = NULL;
+    bool sealed = false;
+    if (sqlite3_exec(c, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(c, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        char sql[64];
+        snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
+                 (int)(((unsigned)sqlite3_column_int(st, 0) + 1) & INT32_MAX));
+        sqlite3_finalize(st);
+        st = NULL;
+        sealed = sqlite3_exec(c, sql, NULL, NULL, NULL) == SQLITE_OK &&
+                 sqlite3_exec(c, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (!sqlite3_get_autocommit(c))
+        sqlite3_exec(c, "ROLLBACK", NULL, NULL, NULL);
+    buf_puts(why, sealed ? " (not saved)"
+                         : " (it may still be saved: the store could not write after it either)");
+}
+
 /* Run the batch as one transaction; every part's r says how it ended. */
 static void run_batch(SqliteStore *db, SqlitePending *batch)
 {
@@ -90,10 +122,13 @@ static void run_batch(SqliteStore *db, SqlitePending *batch)
         if (r == 0)
             r = sqlite_run(db, db->wdb, db->ws[WS_RELEASE], &why);
     }
-    if (r == 0)
+    bool committing = r == 0;
+    if (committing)
         r = sqlite_run(db, db->wdb, db->ws[WS_COMMIT], &why);
     if (r < 0 && !sqlite3_get_autocommit(db->wdb))
         sqlite3_exec(db->wdb, "ROLLBACK", NULL, NULL, NULL);
+    if (r < 0 && committing)
+        seal_failed_commit(db, &why);
     for (SqlitePending *p = batch; p; p = p->next) {
         if (r == 0) {
             if (p->r == 0 && p->publish)

@@ -16,7 +16,13 @@
  * (an unknown job), -EEXIST a unique key already taken (a token's hash), -ENOENT the
  * database's directory is missing, -ENOTSUP a back end this build lacks or a database
  * written by a newer gpuorch, -EIO the database failed, -ENOMEM) with the reason
- * appended to err when given. */
+ * appended to err when given.
+ *
+ * A write that fails is not saved, whole: when its commit failed (an fsync), the store
+ * writes again at once so that the failed commit's frames cannot come back from the log
+ * after a crash, and the reason ends "(not saved)"; only when that write fails too (the
+ * disk still failing) may the failed write still turn up at the next opening, and the
+ * reason says so. Tested with failing allocations and I/O (tests/unit/test_store_faults.c). */
 #pragma once
 
 #include "util/buf.h"
