@@ -70,7 +70,7 @@ check() {
         echo "SKIP: $fuzzer is not built (make fuzz-build)"
         exit 77
     fi
-    crashes=$(dirname "$fuzzer")/../crashes/$t
+    crashes=$(cd "$(dirname "$fuzzer")/.." && pwd)/crashes/$t
     mkdir -p "$crashes"
     work=$(mktemp -d "${TMPDIR:-/tmp}/gpuorch-fuzz-$t.XXXXXX")
     trap 'rm -rf "$work"' EXIT
@@ -111,16 +111,17 @@ fuzz() {
     if [ $# -eq 0 ]; then
         set -- $(cd "$dir" && ls fuzz_* | sed 's/^fuzz_//')
     fi
+    top=$(cd "$dir/.." && pwd)
     summary=""
     failed=0
     for t in "$@"; do
         fuzzer=$dir/fuzz_$t
         [ -x "$fuzzer" ] || { echo "no target $fuzzer" >&2; exit 2; }
-        corpus=$dir/../corpus/$t crashes=$dir/../crashes/$t
+        corpus=$top/corpus/$t crashes=$top/crashes/$t
         mkdir -p "$corpus" "$crashes"
         before=$(ls "$crashes" | wc -l)
         dict=$(dict_of "$t")
-        log=$dir/../fuzz-$t.log
+        log=$top/fuzz-$t.log
         echo "fuzzing $t for ${seconds}s (log: $log)"
         # shellcheck disable=SC2046
         "$fuzzer" $(common_opts) -max_len="$max_len" -max_total_time="$seconds" \
