@@ -3,7 +3,7 @@
 #   make test     the release build, then ASan+UBSan in build-test/, every test through ctest
 #                 (the fuzz build too: its fuzz_* tests replay the corpora and fuzz briefly)
 #   make fuzz     the libFuzzer targets (clang) in build-fuzz/, each run FUZZ_SECONDS (60);
-#                 FUZZ_TARGETS="jobs csv" runs only those (docs/testing.md)
+#                 FUZZ_TARGETS="jobs csv" runs only those (docs/fuzzing.md)
 #   make run      the main job: a server and two agents (simulated GPUs) on the demo cluster
 #   make bench    benchmarks, results into bench/RESULTS.md
 #   make deps     install missing Debian packages (apt-get update first); test-deps adds
