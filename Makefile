@@ -1,7 +1,10 @@
 # gpuorch: the commands people type. CMake + Ninja do the building.
 #   make          release build in build/
-#   make test     the release build, then ASan+UBSan in build-test/, every test through ctest,
+#   make test     the release build, then ASan+UBSan in build-test/, every test through ctest
+#                 (the fuzz build too: its fuzz_* tests replay the corpora and fuzz briefly),
 #                 then ThreadSanitizer in build-tsan/ on the threaded tests (tests/tsan)
+#   make fuzz     the libFuzzer targets (clang) in build-fuzz/, each run FUZZ_SECONDS (60);
+#                 FUZZ_TARGETS="jobs csv" runs only those (docs/fuzzing.md)
 #   make run      the main job: a server and two agents (simulated GPUs) on the demo cluster
 #   make bench    benchmarks, results into bench/RESULTS.md
 #   make deps     install missing Debian packages (apt-get update first); test-deps adds
@@ -10,15 +13,21 @@
 BUILD      ?= build
 TEST_BUILD ?= build-test
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libcmocka-dev \
                libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libsodium-dev \
                clang-format python3 curl
-# what only the tests need: the portal's browser tests, and the Kubernetes tests' etcd
-# and openssl (tools/k8s-control-plane.sh installs the rest of what it builds with)
-DEB_TEST_PACKAGES = chromium nodejs npm etcd-server openssl
+# what only the tests need: the portal's browser tests, the Kubernetes tests' etcd and
+# openssl (tools/k8s-control-plane.sh installs the rest of what it builds with), and
+# clang with its runtimes (libFuzzer, the sanitizers) for the fuzz targets
+DEB_TEST_PACKAGES = chromium nodejs npm etcd-server openssl clang libclang-rt-dev
+FUZZ_PACKAGES = clang libclang-rt-dev
 
-.PHONY: all deps test-deps build kube-control-plane test run bench format format-check clean
+.PHONY: all deps test-deps build kube-control-plane fuzz-build fuzz test run bench format \
+        format-check clean
 
 all: build
 
@@ -32,6 +41,17 @@ build:
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUORCH_TESTS=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# The libFuzzer targets (tests/fuzz): clang, every library instrumented, ASan+UBSan.
+fuzz-build:
+	@cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+	       -DGPUORCH_FUZZ=ON -DGPUORCH_TESTS=OFF >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+
+fuzz:
+	@./tools/install-deps.sh $(DEB_PACKAGES) $(FUZZ_PACKAGES)
+	@$(MAKE) --no-print-directory fuzz-build
+	@./tests/fuzz/run.sh fuzz $(FUZZ_BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 # The browser tests' npm packages (playwright-core), from the lock file; again when it changes.
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -44,8 +64,9 @@ kube-control-plane:
 
 # The release build too: the optimiser finds warnings (-Werror) the debug build does not,
 # and `make run` uses it.
-test: test-deps node_modules/.package-lock.json build kube-control-plane
-	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUORCH_SANITIZE=ON >/dev/null
+test: test-deps node_modules/.package-lock.json build fuzz-build kube-control-plane
+	@cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUORCH_SANITIZE=ON \
+	       -DGPUORCH_FUZZ_BUILD=$(abspath $(FUZZ_BUILD)) >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUORCH_TSAN=ON >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
@@ -65,4 +86,4 @@ format-check:
 	./tests/check_format.sh clang-format .
 
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

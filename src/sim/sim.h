@@ -41,6 +41,10 @@ typedef struct SimPolicy {
 
 /* Read a trace into jobs (names, requests, submit and duration). */
 int trace_load(const char *path, TraceFormat fmt, JobList *ret, Buf *err);
+/* The same over text already in memory (NUL-terminated at text[len]); name is what
+ * messages call it. */
+int trace_parse(const char *text, size_t len, const char *name, TraceFormat fmt, JobList *ret,
+                Buf *err);
 const char *trace_format_name(TraceFormat f);
 int trace_format_from_name(const char *s);
 

@@ -294,6 +294,21 @@ static TraceFormat sniff(const char *text)
     return TRACE_GPUORCH;
 }
 
+int trace_parse(const char *text, size_t len, const char *name, TraceFormat fmt, JobList *ret,
+                Buf *err)
+{
+    if (fmt == TRACE_AUTO)
+        fmt = sniff(text);
+    switch (fmt) {
+    case TRACE_ALIBABA2023:
+        return load_alibaba(name, text, len, ret, err);
+    case TRACE_PHILLY:
+        return load_philly(name, text, len, ret, err);
+    default:
+        return spec_parse_jobs(text, len, name, ret, err);
+    }
+}
+
 int trace_load(const char *path, TraceFormat fmt, JobList *ret, Buf *err)
 {
     char *text = NULL;
@@ -303,19 +318,7 @@ int trace_load(const char *path, TraceFormat fmt, JobList *ret, Buf *err)
         buf_printf(err, "%s: %s", path, strerror(-r));
         return r;
     }
-    if (fmt == TRACE_AUTO)
-        fmt = sniff(text);
-    switch (fmt) {
-    case TRACE_ALIBABA2023:
-        r = load_alibaba(path, text, len, ret, err);
-        break;
-    case TRACE_PHILLY:
-        r = load_philly(path, text, len, ret, err);
-        break;
-    default:
-        r = spec_load_jobs(path, ret, err);
-        break;
-    }
+    r = trace_parse(text, len, path, fmt, ret, err);
     free(text);
     return r;
 }

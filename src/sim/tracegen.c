@@ -463,7 +463,8 @@ static bool read_team(EntryReader *er, const FieldVal *v)
     int t = team_index(m, s);
     if (t < 0) {
         Buf known = {0};
-        list_names(&known, &m->teams[0].name, sizeof(m->teams[0]), m->n_teams);
+        if (m->n_teams) /* &m->teams[0] of no teams is arithmetic on NULL */
+            list_names(&known, &m->teams[0].name, sizeof(m->teams[0]), m->n_teams);
         efail(er, field_bad(x, v, "'%s' is not one of the mix's teams (%s)", s,
                             m->n_teams ? buf_str(&known) : "none are listed under 'teams'"));
         buf_free(&known);

@@ -203,22 +203,28 @@ int spec_load_cluster_flags(const char *path, unsigned flags, Cluster **ret, Buf
     int r = read_file(path, &text, &len, err);
     if (r < 0)
         return r;
-    switch (sniff_format(path, text, len)) {
+    return spec_parse_cluster(text, len, path, flags, ret, err);
+}
+
+int spec_parse_cluster(const char *text, size_t len, const char *name, unsigned flags,
+                       Cluster **ret, Buf *err)
+{
+    switch (sniff_format(name, text, len)) {
     case FMT_NODE_CSV:
-        return spec_parse_alibaba_nodes(text, len, path, ret, err);
+        return spec_parse_alibaba_nodes(text, len, name, ret, err);
     case FMT_JOB_CSV:
         if (err->len)
             buf_putc(err, '\n');
         buf_printf(err,
                    "%s:1: not a node list: a node list's header has sn, cpu_milli, "
                    "memory_mib, gpu and model",
-                   path);
+                   name);
         return -EINVAL;
     case FMT_EMPTY:
     case FMT_YAML:
         break;
     }
-    return spec_parse_cluster_yaml_flags(text, len, path, flags, ret, err);
+    return spec_parse_cluster_yaml_flags(text, len, name, flags, ret, err);
 }
 
 int spec_load_jobs(const char *path, JobList *ret, Buf *err)
@@ -228,14 +234,19 @@ int spec_load_jobs(const char *path, JobList *ret, Buf *err)
     int r = read_file(path, &text, &len, err);
     if (r < 0)
         return r;
-    switch (sniff_format(path, text, len)) {
+    return spec_parse_jobs(text, len, path, ret, err);
+}
+
+int spec_parse_jobs(const char *text, size_t len, const char *name, JobList *ret, Buf *err)
+{
+    switch (sniff_format(name, text, len)) {
     case FMT_NODE_CSV:
         if (err->len)
             buf_putc(err, '\n');
-        buf_printf(err, "%s:1: this is a node list (a cluster), not a job file", path);
+        buf_printf(err, "%s:1: this is a node list (a cluster), not a job file", name);
         return -EINVAL;
     case FMT_JOB_CSV:
-        return spec_parse_jobs_csv(text, len, path, ret, err);
+        return spec_parse_jobs_csv(text, len, name, ret, err);
     case FMT_EMPTY:
     case FMT_YAML:
         break;
@@ -243,8 +254,8 @@ int spec_load_jobs(const char *path, JobList *ret, Buf *err)
     if (sniff_yaml(text, len) == SPEC_CLUSTER) {
         if (err->len)
             buf_putc(err, '\n');
-        buf_printf(err, "%s:1: this is a cluster spec (it has pools), not a job file", path);
+        buf_printf(err, "%s:1: this is a cluster spec (it has pools), not a job file", name);
         return -EINVAL;
     }
-    return spec_parse_jobs_yaml(text, len, path, ret, err);
+    return spec_parse_jobs_yaml(text, len, name, ret, err);
 }

@@ -28,6 +28,10 @@ int spec_parse_cluster_yaml(const char *text, size_t len, const char *name, Clus
  * read as always. */
 #define SPEC_POOLS_ELSEWHERE 1u
 int spec_load_cluster_flags(const char *path, unsigned flags, Cluster **ret, Buf *err);
+/* What spec_load_cluster_flags does with the text of a file: a node list or a YAML spec,
+ * by its content (name, the file's, counts as a .csv hint and starts messages). */
+int spec_parse_cluster(const char *text, size_t len, const char *name, unsigned flags,
+                       Cluster **ret, Buf *err);
 int spec_parse_cluster_yaml_flags(const char *text, size_t len, const char *name, unsigned flags,
                                   Cluster **ret, Buf *err);
 int spec_parse_alibaba_nodes(const char *text, size_t len, const char *name, Cluster **ret,
@@ -58,6 +62,8 @@ int job_list_take(JobList *l, JobSpec *j);
  * columns). *ret is overwritten on success: pass an empty list. Job names are unique
  * within one file. */
 int spec_load_jobs(const char *path, JobList *ret, Buf *err);
+/* The same over a file's text: CSV or YAML/JSON by its content (name as above). */
+int spec_parse_jobs(const char *text, size_t len, const char *name, JobList *ret, Buf *err);
 int spec_parse_jobs_yaml(const char *text, size_t len, const char *name, JobList *ret, Buf *err);
 /* The same for outside input (a request body), bounded so that reading it costs about a
  * tenth of a second at most: libfyaml looks ahead through whole flow collections, so a

@@ -154,5 +154,10 @@ for i in range(10000):
     print("  K%d: v" % i)' >"$T/env.yaml"
 run 2 timeout 10 "$GPUORCH" validate "$T/env.yaml"
 err_has "a mapping of more than 512 keys"
+# libfyaml 0.7.12 crashed formatting the source line of some syntax errors (tabs, an
+# escape character, a long line: SIGSEGV in validate and in the server); found by
+# tests/fuzz/fuzz_job_body
+run 2 "$GPUORCH" validate tests/fuzz/regressions/job_body/diag-source-line.yaml
+err_has "diag-source-line.yaml:1: invalid YAML: invalid multiline plain key"
 
 echo "ok: test_validate.sh"
