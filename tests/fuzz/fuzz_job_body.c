@@ -1,5 +1,6 @@
-/* fuzz_job_body.c: the body of POST /api/v1/jobs, read as the server reads it
- * (src/server/api_jobs.c: spec_parse_jobs_yaml, JSON being YAML), and the stored form of
+/* fuzz_job_body.c: the body of POST /api/v1/jobs, read as the server reads one of no
+ * declared type (src/server/api_jobs.c, parse_jobs: as JSON by jansson, and when it is
+ * not JSON at all and small enough, as YAML behind the body's bounds), and the stored form of
  * each job accepted: spec_job_to_json is what the store keeps and reads again at a
  * restart, and job_json.h promises that reading it gives the same job, so it is written,
  * read and written again and the two texts must agree. */
@@ -39,7 +40,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *body = fuzz_text(data, size);
     JobList jobs = {0};
     Buf err = {0};
-    if (spec_parse_jobs_yaml(body, size, "request", &jobs, &err) == 0)
+    int r = spec_parse_jobs_json(body, size, "request", &jobs, &err);
+    if (r == -EBADMSG && size <= SPEC_BODY_YAML_BYTES) {
+        job_list_free(&jobs);
+        buf_reset(&err);
+        r = spec_parse_jobs_yaml_body(body, size, "request", &jobs, &err);
+    }
+    if (r == 0)
         for (size_t i = 0; i < jobs.n; i++)
             round_trip(&jobs.jobs[i]);
     job_list_free(&jobs);
