@@ -1,10 +1,9 @@
 /* keeper.c: the keeper process (keeper.h). Everything it needs is prepared before the
- * fork; in the keeper, launch_spawn runs as in the agent, and the rest is plain system
- * calls. The keeper leaves with _exit: it is a copy of the agent, whose exit handlers
+ * fork; in the keeper, the start function runs as it would in the agent, and the rest is
+ * plain system calls. The keeper leaves with _exit: it is a copy of the agent, whose exit handlers
  * (and a sanitizer's leak report) are the agent's business. */
 #include "agent/keeper.h"
 #include "agent/afile.h"
-#include "agent/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,8 +15,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define KEEPER_FD 3 /* the report pipe, in the keeper */
 
 /* What the keeper tells the agent once: the worker's pid, or why it did not start
  * (followed by the message's text, up to the pipe's end). */
@@ -40,25 +37,28 @@ static void write_all(int fd, const void *p, size_t n)
     }
 }
 
-/* The keeper's own descriptors: stdin, stdout and stderr on /dev/null (it must not hold
- * the agent's terminal or a pipe someone waits on), the report pipe as KEEPER_FD, and
- * nothing of the agent's: its lock file above all, or the next agent could not start. */
-static void keeper_fds(int report)
+/* stdin, stdout and stderr on /dev/null: the keeper must not hold the agent's terminal
+ * or a pipe someone waits on. */
+static void keeper_stdio(void)
 {
     int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-        for (int fd = 0; fd <= 2; fd++)
-            if (fd != report)
-                dup2(null, fd);
-    }
-    if (report != KEEPER_FD)
-        dup2(report, KEEPER_FD);
-    fcntl(KEEPER_FD, F_SETFD, FD_CLOEXEC);
+    if (null < 0)
+        return;
+    for (int fd = 0; fd <= 2; fd++)
+        dup2(null, fd);
+    if (null > 2)
+        close(null);
+}
+
+/* Every descriptor past stderr: nothing of the agent's (its connections, the GPU
+ * backend's files) stays with a process that outlives it. */
+static void close_from_3(void)
+{
 #ifdef CLOSE_RANGE_CLOEXEC
-    if (close_range(KEEPER_FD + 1, ~0u, 0) == 0)
+    if (close_range(3, ~0u, 0) == 0)
         return;
 #endif
-    for (int fd = KEEPER_FD + 1; fd < 4096; fd++)
+    for (int fd = 3; fd < 4096; fd++)
         close(fd);
 }
 
@@ -69,7 +69,7 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static _Noreturn void keeper_main(char *const *argv, char *const *env, const char *log_path,
+static _Noreturn void keeper_main(KeeperStart start, void *arg, int close_fd, const char *log_path,
                                   const char *exit_path, int report)
 {
     /* out of the agent's session and process group: a Ctrl-C at its terminal, or a
@@ -84,18 +84,20 @@ static _Noreturn void keeper_main(char *const *argv, char *const *env, const cha
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    keeper_fds(report);
+    keeper_stdio();
+    if (close_fd > 2 && close_fd != report)
+        close(close_fd); /* the agent's lock: the next agent takes it while this runs on */
 
     Buf err = {0};
     pid_t pid = 0;
-    int r = launch_spawn(argv, env, log_path, &pid, &err);
+    int r = start(arg, &pid, &err);
     KeeperHello hello = {.error = r, .pid = r == 0 ? (int32_t)pid : 0};
-    write_all(KEEPER_FD, &hello, sizeof(hello));
+    write_all(report, &hello, sizeof(hello));
     if (r < 0) {
-        write_all(KEEPER_FD, buf_str(&err), err.len);
+        write_all(report, buf_str(&err), err.len);
         _exit(1);
     }
-    close(KEEPER_FD);
+    close_from_3();
 
     /* look before reaping: until the worker is reaped its process group id cannot be
      * reused, so killing the group hits only what the worker left, and the agent may
@@ -121,26 +123,26 @@ static _Noreturn void keeper_main(char *const *argv, char *const *env, const cha
     _exit(0);
 }
 
-int keeper_spawn(char *const *argv, char *const *env, const char *log_path, const char *exit_path,
-                 pid_t *ret_keeper, pid_t *ret_worker, Buf *err)
+int keeper_spawn(KeeperStart start, void *arg, int close_fd, const char *log_path,
+                 const char *exit_path, pid_t *ret_keeper, pid_t *ret_worker, Buf *err)
 {
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) < 0) {
         int e = errno;
-        buf_printf(err, "cannot start '%s': %s", argv[0], strerror(e));
+        buf_printf(err, "cannot start the worker's keeper: %s", strerror(e));
         return -e;
     }
     pid_t keeper = fork();
     if (keeper < 0) {
         int e = errno;
-        buf_printf(err, "cannot start '%s': fork: %s", argv[0], strerror(e));
+        buf_printf(err, "cannot start the worker's keeper: fork: %s", strerror(e));
         close(pfd[0]);
         close(pfd[1]);
         return -e;
     }
     if (keeper == 0) {
         close(pfd[0]);
-        keeper_main(argv, env, log_path, exit_path, pfd[1]);
+        keeper_main(start, arg, close_fd, log_path, exit_path, pfd[1]);
     }
     close(pfd[1]);
     KeeperHello hello = {0};
@@ -156,7 +158,7 @@ int keeper_spawn(char *const *argv, char *const *env, const char *log_path, cons
     int r = 0;
     if (got < sizeof(hello)) {
         r = -EIO;
-        buf_printf(err, "cannot start '%s': its keeper ended before it said", argv[0]);
+        buf_puts(err, "cannot start the worker: its keeper ended before it said");
     } else if (hello.error < 0) {
         r = hello.error;
         char msg[512];

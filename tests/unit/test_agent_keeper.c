@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "agent/keeper.h"
+#include "agent/launch.h"
 #include "util/buf.h"
 
 #include <errno.h>
@@ -28,6 +29,18 @@
 extern char **environ;
 
 static char dir[64];
+
+typedef struct Spawn {
+    char *const *argv;
+    const char *log;
+} Spawn;
+
+/* The keeper's start: the command as the agent's own user, no limits, no cgroup. */
+static int spawn(void *arg, pid_t *ret_pid, Buf *err)
+{
+    const Spawn *s = arg;
+    return launch_spawn(s->argv, environ, s->log, NULL, NULL, -1, ret_pid, err);
+}
 
 static int setup(void **state)
 {
@@ -95,7 +108,8 @@ static void test_exit_code(void **state)
     char *argv[] = {"sh", "-c", script, NULL};
     pid_t keeper = 0, worker = 0;
     Buf err = {0};
-    assert_int_equal(keeper_spawn(argv, environ, log, ex, &keeper, &worker, &err), 0);
+    assert_int_equal(keeper_spawn(spawn, &(Spawn){argv, log}, -1, log, ex, &keeper, &worker, &err),
+                     0);
     assert_true(keeper > 0 && worker > 0 && keeper != worker);
     KeeperExit x = wait_exit(keeper, ex);
     assert_true(x.has_exit_code);
@@ -127,7 +141,8 @@ static void test_signal_and_session(void **state)
     char *argv[] = {"sleep", "30", NULL};
     pid_t keeper, worker;
     Buf err = {0};
-    assert_int_equal(keeper_spawn(argv, environ, log, ex, &keeper, &worker, &err), 0);
+    assert_int_equal(keeper_spawn(spawn, &(Spawn){argv, log}, -1, log, ex, &keeper, &worker, &err),
+                     0);
     assert_int_equal(getsid(keeper), keeper);
     assert_int_equal(getpgid(worker), worker);
     assert_int_not_equal(getpgid(worker), getpgrp());
@@ -152,18 +167,32 @@ static void test_no_agent_fds(void **state)
     path(lock, sizeof(lock), "agent.lock");
     path(log, sizeof(log), "l.log");
     path(ex, sizeof(ex), "l.exit");
+    char other[128];
+    path(other, sizeof(other), "other.lock");
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    assert_true(fd >= 0);
+    int fd2 = open(other, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0 && fd2 >= 0);
     assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+    assert_int_equal(flock(fd2, LOCK_EX | LOCK_NB), 0);
     char *argv[] = {"sleep", "30", NULL};
     pid_t keeper, worker;
     Buf err = {0};
-    assert_int_equal(keeper_spawn(argv, environ, log, ex, &keeper, &worker, &err), 0);
+    /* the lock is closed before the worker starts; every other descriptor once it runs */
+    assert_int_equal(keeper_spawn(spawn, &(Spawn){argv, log}, fd, log, ex, &keeper, &worker, &err),
+                     0);
     close(fd);
+    close(fd2);
     fd = open(lock, O_RDWR | O_CLOEXEC);
     assert_true(fd >= 0);
     assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
     close(fd);
+    fd2 = open(other, O_RDWR | O_CLOEXEC);
+    assert_true(fd2 >= 0);
+    int r = -1;
+    for (int i = 0; i < 200 && (r = flock(fd2, LOCK_EX | LOCK_NB)) < 0; i++)
+        usleep(10000);
+    assert_int_equal(r, 0);
+    close(fd2);
     kill(-worker, SIGKILL);
     KeeperExit x = wait_exit(keeper, ex);
     assert_int_equal(x.signal, SIGKILL);
@@ -178,7 +207,8 @@ static void test_exec_failure(void **state)
     char *argv[] = {"/nonexistent/gpuorch-cmd", NULL};
     pid_t keeper = -7, worker = -7;
     Buf err = {0};
-    assert_int_equal(keeper_spawn(argv, environ, log, ex, &keeper, &worker, &err), -ENOENT);
+    assert_int_equal(keeper_spawn(spawn, &(Spawn){argv, log}, -1, log, ex, &keeper, &worker, &err),
+                     -ENOENT);
     assert_int_equal(keeper, -7);
     assert_string_equal(buf_str(&err),
                         "cannot run '/nonexistent/gpuorch-cmd': No such file or directory");
