@@ -322,7 +322,7 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
         buf_free(&err);
         return;
     }
-    char name[64];
+    char name[128];
     snprintf(name, sizeof(name), "%lld", (long long)w->key.job);
     w->ckpt_dir = join(a->ckpt_root, name);
     snprintf(name, sizeof(name), "%lld-%u.log", (long long)w->key.job, w->key.rank);

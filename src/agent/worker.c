@@ -813,12 +813,12 @@ int worker_table_load(const char *path, const char *machine_boot_id,
                       char ret_server_id[WORKER_SERVER_ID_MAX + 1], Worker ***ret, size_t *ret_n,
                       Buf *err)
 {
-    if (ret_server_id)
-        ret_server_id[0] = '\0';
     char *text = NULL;
     size_t len = 0;
     int r = file_read_all(path, &text, &len);
     if (r == -ENOENT) {
+        if (ret_server_id)
+            ret_server_id[0] = '\0';
         *ret = NULL;
         *ret_n = 0;
         return 0;
@@ -839,8 +839,9 @@ int worker_table_load(const char *path, const char *machine_boot_id,
     }
     const char *boot = get_str(root, "machine_boot_id");
     const char *server = get_str(root, "server_id"); /* absent in older tables */
-    if (ret_server_id && server && strlen(server) <= WORKER_SERVER_ID_MAX)
-        snprintf(ret_server_id, WORKER_SERVER_ID_MAX + 1, "%s", server);
+    char server_id[WORKER_SERVER_ID_MAX + 1] = "";
+    if (server && strlen(server) <= WORKER_SERVER_ID_MAX)
+        snprintf(server_id, sizeof(server_id), "%s", server);
     bool same_boot = boot && machine_boot_id && !strcmp(boot, machine_boot_id);
     size_t n = json_array_size(arr);
     Worker **list = calloc(n ? n : 1, sizeof(*list));
@@ -869,6 +870,8 @@ int worker_table_load(const char *path, const char *machine_boot_id,
         free(list);
         return r;
     }
+    if (ret_server_id)
+        memcpy(ret_server_id, server_id, sizeof(server_id));
     *ret = list;
     *ret_n = got;
     return 0;
