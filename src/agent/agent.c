@@ -356,6 +356,11 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
             worker_kept(w, keeper, exit_path);
             WLOG(log_info, w, "worker_start pid=%d keeper=%d command=\"%s\"", (int)pid, (int)keeper,
                  w->a.argv[0]);
+            /* on disk at once, not after the round's other starts: an agent killed in
+             * between would not know this worker, start it again beside the first and
+             * never read its keeper's record */
+            mark_dirty(a);
+            save_table(a);
         }
     }
     free(exit_path);

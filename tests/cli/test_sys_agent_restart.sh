@@ -6,6 +6,8 @@
 # with its real exit code: a job that exits 0 while no agent runs succeeds, one that
 # exits 3 then fails with exit code 3, one still running when the agent is back
 # succeeds later and its log, written on both sides of the restart, is all uploaded.
+# An agent stopped with SIGTERM shuts the node down: its workers stop, their jobs are
+# requeued, not failed, and their second runs end as the first would have.
 # Usage: test_sys_agent_restart.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
@@ -23,7 +25,7 @@ job() {
     submit "{\"name\": \"$1\", \"team\": \"search\", \"gpus\": 1, \"command\": [\"sh\", \"-c\", \"$2; : $T/\"]}"
 }
 
-# round SIGNAL: three jobs across an agent restart by SIGNAL
+# round SIGNAL RUN: three jobs across an agent restart by SIGNAL, ending in run RUN
 round() {
     rm -f "$T/go-$1"
     job "ok-$1" "echo started; until [ -e $T/go-$1 ]; do sleep 0.1; done; exit 0"
@@ -48,20 +50,25 @@ round() {
     done
     start_agent h100-0 sim:H100-80GB-SXM5:8
     wait_for "$OK" 'd["state"] == "succeeded"' 30
-    json_ok "$T/out" 'd["exit_code"] == 0 and d["run"] == 1'
+    json_ok "$T/out" "d['exit_code'] == 0 and d['run'] == $2"
+    json_ok "$T/out" 'not any(e["type"] == "fail" for e in d["events"])'
     wait_for "$BAD" 'd["state"] == "failed"' 30
-    json_ok "$T/out" 'd["exit_code"] == 3 and d["run"] == 1'
+    json_ok "$T/out" "d['exit_code'] == 3 and d['run'] == $2"
     wait_for "$LONG" 'd["state"] == "succeeded"' 30
-    json_ok "$T/out" 'd["exit_code"] == 0 and d["run"] == 1'
+    json_ok "$T/out" "d['exit_code'] == 0 and d['run'] == $2"
+    json_ok "$T/out" 'not any(e["type"] == "fail" for e in d["events"])'
     i=0
-    until api GET "/api/v1/jobs/$LONG/logs?rank=0" && grep -q after "$T/out"; do
+    until api GET "/api/v1/jobs/$LONG/logs?rank=0&run=$2" && grep -q after "$T/out"; do
         i=$((i + 1)); [ $i -lt 100 ] || fail "the log written after the restart was not uploaded: $(cat "$T/out")"; sleep 0.1
     done
     grep -q before "$T/out" || fail "the log lost what was written before the restart: $(cat "$T/out")"
 }
 
-round KILL
-round HUP
+round KILL 1
+round HUP 1
+# SIGTERM shuts the node down instead: the workers are stopped and their jobs requeued
+# (never failed for it), and run 2 runs under the next agent
+round TERM 2
 grep -q 'event=worker_found' "$T/agent-h100-0.log" || fail "the agent took no worker back"
 ! grep -q 'event=keeper_lost\|Sanitizer\|runtime error' "$T/agent-h100-0.log" ||
     fail "$(grep 'event=keeper_lost\|Sanitizer\|runtime error' "$T/agent-h100-0.log" | head -3)"
