@@ -21,6 +21,7 @@
 #include "util/log.h"
 #include "util/macro.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -841,6 +842,32 @@ static int take_lock(Agent *a, Buf *err)
     return r;
 }
 
+/* Records in exits/ that no worker of the table names (nor their temporary files): the
+ * keepers' of workers dropped as another server's, whose ends no one will read. One whose keeper
+ * still runs leaves its record later, for the next start to sweep. */
+static void sweep_exits(Agent *a)
+{
+    DIR *d = opendir(a->exits_dir);
+    if (!d)
+        return;
+    size_t swept = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        bool named = false;
+        for (size_t i = 0; i < a->n_w && !named; i++) {
+            const char *p = a->w[i]->exit_path, *slash = p ? strrchr(p, '/') : NULL;
+            /* a prefix: the temporary file a keeper is writing its record through */
+            named = slash && !strncmp(slash + 1, e->d_name, strlen(slash + 1));
+        }
+        if (!named && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            swept++;
+    }
+    closedir(d);
+    if (swept)
+        log_info("event=exits_swept dir=%s records=%zu", a->exits_dir, swept);
+}
+
 /* path made (with parents) and made absolute, so workers that change directory still
  * find their checkpoint directory. */
 static int make_dir(const char *path, char **ret, Buf *err)
@@ -1028,6 +1055,7 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
     }
     if (n_loaded)
         mark_dirty(a);
+    sweep_exits(a);
 
     if ((r = http_client_new(o->server_url, o->token, AGENT_HTTP_TIMEOUT_MS, &a->http)) < 0) {
         if (r == -EINVAL)

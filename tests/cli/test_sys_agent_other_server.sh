@@ -5,7 +5,8 @@
 # the same state directory. The new server says who it is in the heartbeat reply; the
 # agent sees its saved workers are another server's, drops them (killing the one still
 # running) with one log line naming both ids, and the new server's job 1 runs and
-# succeeds instead of being taken for the old job 1.
+# succeeds instead of being taken for the old job 1. The next agent sweeps away the
+# record of the killed worker's end.
 # Usage: test_sys_agent_other_server.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
@@ -45,4 +46,23 @@ grep 'event=server_changed' "$T/agent-h100-0.log" | grep -q "was=$FIRST .*worker
     fail "the log line does not name the old server: $(grep 'event=server_changed' "$T/agent-h100-0.log")"
 grep -q "event=server_changed server_id=[0-9a-f]\{32\} was=$FIRST" "$T/agent-h100-0.log" ||
     fail "the log line does not name the new server"
+
+# the killed worker's keeper recorded its end, which no one will read: the next agent
+# sweeps it away
+# (the new job 1's own record goes when the server lets the agent forget it)
+i=0
+until grep -q 'event=worker_forget job=1 run=1 rank=0' "$T/agent-h100-0.log"; do
+    i=$((i + 1)); [ $i -lt 100 ] || fail "the new job 1 was not forgotten"; sleep 0.1
+done
+[ "$(ls "$T/agent-h100-0/exits" | grep -c '^1-1-0\.')" = 1 ] ||
+    fail "expected only the old worker's record: $(ls "$T/agent-h100-0/exits")"
+AGENT_PID=$AGENT_h100_0
+kill -HUP "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null || true
+start_agent h100-0 sim:H100-80GB-SXM5:8
+i=0
+until grep -q 'event=exits_swept .* records=[1-9]' "$T/agent-h100-0.log"; do
+    i=$((i + 1)); [ $i -lt 100 ] || fail "the next agent did not sweep the old record"; sleep 0.1
+done
+[ -z "$(ls "$T/agent-h100-0/exits")" ] || fail "records left: $(ls "$T/agent-h100-0/exits")"
 echo ok
