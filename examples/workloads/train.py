@@ -9,7 +9,9 @@ It follows the checkpoint contract of docs/agent.md, without a GPU:
   SIGTERM checkpoints the same way and exits 143;
 - a checkpoint of step S is this rank's state, written into its own directory
   GPUORCH_CHECKPOINT_DIR/step-S/rank-R/, then, last, its marker
-  GPUORCH_CHECKPOINT_DIR/LATEST.R, one line "S <that directory>"; each file is written
+  GPUORCH_CHECKPOINT_DIR/LATEST.R, a line "S <that directory>" and a line "run N" (N is
+  GPUORCH_RUN: a worker of an earlier run still running elsewhere writes into the same
+  directory, and the run tells its markers apart); each file is written
   atomically (a temporary file, then rename), so the agent never reads half of one. It
   keeps its newest KEEP (3) steps;
 - resumes from GPUORCH_RESUME_FROM when set: this rank's directory of the newest step
@@ -107,7 +109,8 @@ def checkpoint(reason):
                  json.dumps({"step": step, "loss": loss_at(step), "rank": RANK,
                              "world_size": WORLD, "time": time.time()}) + "\n")
     # the marker last: the step counts for this rank once its data is all there
-    write_atomic(os.path.join(CKPT_DIR, "LATEST.%d" % RANK), "%d %s\n" % (step, rank_dir))
+    write_atomic(os.path.join(CKPT_DIR, "LATEST.%d" % RANK),
+                 "%d %s\nrun %s\n" % (step, rank_dir, os.environ.get("GPUORCH_RUN", "1")))
     say("checkpoint at step %d (%s): %s" % (step, reason, rank_dir))
     # the others may be a step behind, so the server may pick this rank's step before
     # last: keep a few

@@ -9,6 +9,7 @@
 #include "agent/agent.h"
 #include "agent/afile.h"
 #include "agent/gpus.h"
+#include "agent/keeper.h"
 #include "agent/launch.h"
 #include "agent/notice.h"
 #include "agent/proto.h"
@@ -20,6 +21,7 @@
 #include "util/log.h"
 #include "util/macro.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -38,6 +40,7 @@ extern char **environ;
 
 struct Agent {
     char *node, *address, *gpus_spec, *state_dir, *ckpt_root, *logs_dir, *table_path;
+    char *exits_dir; /* the keepers' records of how workers ended (keeper.h) */
     int lock_fd;
     LaunchPolicy launch; /* who workers run as, their limits and cgroups (launch.h) */
     HttpClient *http;
@@ -55,6 +58,9 @@ struct Agent {
 
     char boot_id[64];      /* this agent process */
     char machine_boot[64]; /* this boot of the machine */
+    /* the server the workers belong to (its identity, from the heartbeat replies, kept
+     * in workers.json); "" until a server said */
+    char server_id[WORKER_SERVER_ID_MAX + 1];
     int64_t heartbeat_ms;
     int64_t next_heartbeat; /* monotonic */
     int64_t backoff_ms;     /* 0 while the server answers */
@@ -101,7 +107,7 @@ static void save_table(Agent *a)
 {
     if (!a->dirty)
         return;
-    int r = worker_table_save(a->table_path, a->machine_boot, a->w, a->n_w);
+    int r = worker_table_save(a->table_path, a->machine_boot, a->server_id, a->w, a->n_w);
     if (r < 0)
         log_error("event=state_save path=%s error=\"%s\"", a->table_path, strerror(-r));
     else
@@ -136,6 +142,8 @@ static void remove_worker(Agent *a, size_t i)
 {
     if (a->w[i]->state != WK_PENDING)
         mark_dirty(a);
+    if (a->w[i]->exit_path && worker_ended(a->w[i]))
+        unlink(a->w[i]->exit_path); /* read already: the end is in the table */
     worker_free(a->w[i]);
     memmove(&a->w[i], &a->w[i + 1], (a->n_w - i - 1) * sizeof(*a->w));
     a->n_w--;
@@ -270,6 +278,21 @@ static void apply_mig(Agent *a, const HeartbeatReply *rep)
 
 /* ---- workers ---- */
 
+/* What the keeper needs to start a worker (launch_worker), in its copy of the agent. */
+typedef struct StartArgs {
+    const LaunchPolicy *policy;
+    const Assignment *a;
+    const char *ckpt_dir;
+    char *const *env;
+    const char *log_path;
+} StartArgs;
+
+static int start_worker(void *arg, pid_t *ret_pid, Buf *err)
+{
+    const StartArgs *s = arg;
+    return launch_worker(s->policy, s->a, s->ckpt_dir, s->env, s->log_path, ret_pid, err);
+}
+
 static void try_launch(Agent *a, Worker *w, int64_t mono)
 {
     Buf err = {0};
@@ -300,12 +323,18 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
         buf_free(&err);
         return;
     }
-    char name[64];
+    char name[128];
     snprintf(name, sizeof(name), "%lld", (long long)w->key.job);
     w->ckpt_dir = join(a->ckpt_root, name);
     snprintf(name, sizeof(name), "%lld-%u.log", (long long)w->key.job, w->key.rank);
     w->log_path = join(a->logs_dir, name);
-    if (!w->ckpt_dir || !w->log_path) {
+    /* this agent process's id in the name: a keeper of an earlier agent (of another
+     * server, even) never writes where this one reads */
+    snprintf(name, sizeof(name), "%lld-%lld-%u.%.36s", (long long)w->key.job, (long long)w->key.run,
+             w->key.rank, a->boot_id);
+    char *exit_path = join(a->exits_dir, name);
+    if (!w->ckpt_dir || !w->log_path || !exit_path) {
+        free(exit_path);
         worker_failed(w, "out of memory");
         mark_dirty(a);
         return;
@@ -316,14 +345,26 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
         struct stat st;
         w->log_base = stat(w->log_path, &st) == 0 ? (int64_t)st.st_size : 0;
         w->log_sent = 0;
-        pid_t pid;
+        pid_t pid, keeper;
         worker_starting(w);
-        r = launch_worker(&a->launch, &w->a, w->ckpt_dir, env, w->log_path, &pid, &err);
+        /* a record of the same worker left by an earlier server's run is not this end */
+        unlink(exit_path);
+        StartArgs sa = {&a->launch, &w->a, w->ckpt_dir, env, w->log_path};
+        r = keeper_spawn(start_worker, &sa, a->lock_fd, w->log_path, exit_path, &keeper, &pid,
+                         &err);
         if (r == 0) {
             worker_started(w, pid, mono);
-            WLOG(log_info, w, "worker_start pid=%d command=\"%s\"", (int)pid, w->a.argv[0]);
+            worker_kept(w, keeper, exit_path);
+            WLOG(log_info, w, "worker_start pid=%d keeper=%d command=\"%s\"", (int)pid, (int)keeper,
+                 w->a.argv[0]);
+            /* on disk at once, not after the round's other starts: an agent killed in
+             * between would not know this worker, start it again beside the first and
+             * never read its keeper's record */
+            mark_dirty(a);
+            save_table(a);
         }
     }
+    free(exit_path);
     launch_env_free(env);
     if (r < 0) {
         worker_failed(w, buf_str(&err));
@@ -465,6 +506,32 @@ static void apply_workers(Agent *a, const HeartbeatReply *rep, int64_t mono)
             try_launch(a, a->w[i], mono);
 }
 
+/* The server is not the one the saved workers belong to (it was reinstalled, or its
+ * database wiped): their jobs are another server's, whose ids this one reuses, so
+ * matching them by id would take this server's job 1 for that one's. They are
+ * dropped, and those still running are killed: no server will ever want them. A table
+ * that named no server (new, or of an older agent) is taken to be this server's. */
+static void server_changed(Agent *a, const char *id)
+{
+    if (a->server_id[0]) {
+        size_t running = 0, n = a->n_w;
+        for (size_t i = 0; i < a->n_w; i++)
+            if (worker_live(a->w[i])) {
+                worker_signal(a->w[i], SIGKILL);
+                running++;
+            }
+        log_error("event=server_changed server_id=%s was=%s workers_dropped=%zu "
+                  "workers_killed=%zu reason=\"the saved workers belong to another server\"",
+                  id, a->server_id, n, running);
+        while (a->n_w)
+            remove_worker(a, a->n_w - 1);
+        a->n_forgotten = a->forgotten_next = 0; /* keys of that server's jobs */
+    }
+    snprintf(a->server_id, sizeof(a->server_id), "%s", id);
+    mark_dirty(a);
+    save_table(a);
+}
+
 /* ---- the heartbeat ---- */
 
 static void link_note(Agent *a, const char *error)
@@ -526,8 +593,8 @@ static void heartbeat(Agent *a, int64_t mono)
     HeartbeatReply hr = {0};
     /* the report the shutdown waits for: one that says every worker has ended */
     bool final = a->shutdown && !any_worker_left(a);
-    if (proto_heartbeat(a->node, a->address, a->boot_id, a->gpus, a->n_gpus, a->w, a->n_w,
-                        notice_watch_notice(a->notice), a->shutdown, &body) < 0) {
+    if (proto_heartbeat(a->node, a->address, a->boot_id, a->server_id, a->gpus, a->n_gpus, a->w,
+                        a->n_w, notice_watch_notice(a->notice), a->shutdown, &body) < 0) {
         heartbeat_failed(a, mono, "out of memory building the heartbeat");
         goto out;
     }
@@ -562,6 +629,8 @@ static void heartbeat(Agent *a, int64_t mono)
     a->heartbeat_ms = hr.heartbeat_ms;
     a->logs_down = false;
     a->shutdown_told |= final;
+    if (hr.server_id && strcmp(hr.server_id, a->server_id))
+        server_changed(a, hr.server_id);
     apply_forget(a, &hr);
     if (!a->shutdown) /* a node going down is not reconfigured */
         apply_mig(a, &hr);
@@ -773,6 +842,32 @@ static int take_lock(Agent *a, Buf *err)
     return r;
 }
 
+/* Records in exits/ that no worker of the table names (nor their temporary files): the
+ * keepers' of workers dropped as another server's, whose ends no one will read. One whose keeper
+ * still runs leaves its record later, for the next start to sweep. */
+static void sweep_exits(Agent *a)
+{
+    DIR *d = opendir(a->exits_dir);
+    if (!d)
+        return;
+    size_t swept = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        bool named = false;
+        for (size_t i = 0; i < a->n_w && !named; i++) {
+            const char *p = a->w[i]->exit_path, *slash = p ? strrchr(p, '/') : NULL;
+            /* a prefix: the temporary file a keeper is writing its record through */
+            named = slash && !strncmp(slash + 1, e->d_name, strlen(slash + 1));
+        }
+        if (!named && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            swept++;
+    }
+    closedir(d);
+    if (swept)
+        log_info("event=exits_swept dir=%s records=%zu", a->exits_dir, swept);
+}
+
 /* path made (with parents) and made absolute, so workers that change directory still
  * find their checkpoint directory. */
 static int make_dir(const char *path, char **ret, Buf *err)
@@ -893,9 +988,11 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
     char *ckpt =
         o->checkpoint_root ? strdup(o->checkpoint_root) : join(a->state_dir, "checkpoints");
     a->table_path = join(a->state_dir, "workers.json");
-    if (!logs || !ckpt || !a->table_path) {
+    char *exits = join(a->state_dir, "exits");
+    if (!logs || !ckpt || !a->table_path || !exits) {
         free(logs);
         free(ckpt);
+        free(exits);
         r = -ENOMEM;
         buf_puts(err, "out of memory");
         goto fail;
@@ -903,8 +1000,11 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
     r = make_dir(logs, &a->logs_dir, err);
     if (!r)
         r = make_dir(ckpt, &a->ckpt_root, err);
+    if (!r)
+        r = make_dir(exits, &a->exits_dir, err);
     free(logs);
     free(ckpt);
+    free(exits);
     if (r < 0)
         goto fail;
 
@@ -939,7 +1039,8 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
 
     Worker **loaded = NULL;
     size_t n_loaded = 0;
-    if ((r = worker_table_load(a->table_path, a->machine_boot, &loaded, &n_loaded, err)) < 0)
+    if ((r = worker_table_load(a->table_path, a->machine_boot, a->server_id, &loaded, &n_loaded,
+                               err)) < 0)
         goto fail;
     a->w = loaded;
     a->n_w = a->cap_w = n_loaded;
@@ -954,6 +1055,7 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
     }
     if (n_loaded)
         mark_dirty(a);
+    sweep_exits(a);
 
     if ((r = http_client_new(o->server_url, o->token, AGENT_HTTP_TIMEOUT_MS, &a->http)) < 0) {
         if (r == -EINVAL)
@@ -1005,6 +1107,7 @@ void agent_close(Agent *a)
     free(a->state_dir);
     free(a->ckpt_root);
     free(a->logs_dir);
+    free(a->exits_dir);
     free(a->table_path);
     free(a);
 }

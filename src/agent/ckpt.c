@@ -43,6 +43,28 @@ int ckpt_marker_parse(const char *text, int64_t *ret_step, char **ret_path, Buf 
     return 0;
 }
 
+int64_t ckpt_marker_run(const char *text)
+{
+    for (const char *p = strchr(text, '\n'); p; p = strchr(p, '\n')) {
+        p++;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (strncmp(p, "run", 3) || (p[3] && !strchr(" \t\r\n", p[3])))
+            continue;
+        p += 3;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        int64_t run = 0;
+        const char *digits = p;
+        while (isdigit((unsigned char)*p) && p - digits < 18)
+            run = run * 10 + (*p++ - '0');
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
+        return p == digits || run < 1 || (*p && *p != '\n') ? -EINVAL : run;
+    }
+    return 0;
+}
+
 void ckpt_history_add(CkptHistory *h, int64_t step, int64_t ms, char *path)
 {
     size_t at = h->n;

@@ -33,6 +33,13 @@ typedef struct CkptHistory {
  * line, trimmed). 0 with *ret_step and *ret_path (malloc'd); -EINVAL with err saying what
  * is wrong; -ENOMEM. */
 int ckpt_marker_parse(const char *text, int64_t *ret_step, char **ret_path, Buf *err);
+/* The run a marker says wrote it: a later line "run N" (N >= 1, the writer's
+ * GPUORCH_RUN). 0 when it names none (a marker of the first contract); -EINVAL when
+ * such a line is there but N is not a whole number >= 1. The job's checkpoint
+ * directory is shared by its runs, and a worker of an earlier run that is still
+ * running (on a node declared lost, say) writes there too: the run tells its markers
+ * from the current run's. */
+int64_t ckpt_marker_run(const char *text);
 
 /* Record a step (path is taken over). The same step again replaces its entry and
  * becomes the newest; past CKPT_HISTORY the oldest goes. */

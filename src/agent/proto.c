@@ -21,8 +21,9 @@ static json_t *gpu_json(const AgentGpu *g)
 }
 
 int proto_heartbeat(const char *node, const char *address, const char *boot_id,
-                    const AgentGpu *gpus, size_t n_gpus, Worker *const *workers, size_t n_workers,
-                    const Notice *interruption, bool shutdown, Buf *out)
+                    const char *server_id, const AgentGpu *gpus, size_t n_gpus,
+                    Worker *const *workers, size_t n_workers, const Notice *interruption,
+                    bool shutdown, Buf *out)
 {
     json_t *ga = json_array(), *wa = json_array();
     json_t *root =
@@ -30,6 +31,8 @@ int proto_heartbeat(const char *node, const char *address, const char *boot_id,
     if (!root)
         return -ENOMEM;
     int r = address ? json_object_set_new(root, "address", json_string(address)) : 0;
+    if (!r && server_id && *server_id)
+        r = json_object_set_new(root, "server_id", json_string(server_id));
     if (!r && interruption)
         r = json_object_set_new(
             root, "interruption",
@@ -167,6 +170,8 @@ int proto_reply_parse(const char *body, size_t len, HeartbeatReply *ret, Buf *er
         json_decref(r.root);
         return -EINVAL;
     }
+    const char *sid = json_string_value(json_object_get(r.root, "server_id"));
+    r.server_id = sid && *sid && strlen(sid) <= WORKER_SERVER_ID_MAX ? sid : NULL;
     json_t *hb = json_object_get(r.root, "heartbeat_ms");
     r.heartbeat_ms = json_is_integer(hb) ? json_integer_value(hb) : 500;
     if (r.heartbeat_ms < PROTO_HEARTBEAT_MIN_MS)

@@ -41,15 +41,18 @@ typedef struct HeartbeatReply {
     size_t n_unkeyed; /* workers without a usable job/run/rank: skipped */
     WorkerKey *forget;
     size_t n_forget;
+    const char *server_id; /* the server's identity, borrowed from root; NULL when absent */
 } HeartbeatReply;
 
-/* The heartbeat body; address (NULL: left out) is where other nodes reach this one, the
- * MASTER_ADDR of gangs whose rank 0 runs here; interruption (NULL: left out) is the
+/* The heartbeat body; server_id (NULL or "": left out) is the server the reported
+ * workers belong to, as the agent recorded it; address (NULL: left out) is where other nodes reach
+ * this one, the MASTER_ADDR of gangs whose rank 0 runs here; interruption (NULL: left out) is the
  * cloud's notice that it takes the machine back; shutdown says the agent is shutting
  * the node down (left out when false). 0 or -ENOMEM. */
 int proto_heartbeat(const char *node, const char *address, const char *boot_id,
-                    const AgentGpu *gpus, size_t n_gpus, Worker *const *workers, size_t n_workers,
-                    const Notice *interruption, bool shutdown, Buf *out);
+                    const char *server_id, const AgentGpu *gpus, size_t n_gpus,
+                    Worker *const *workers, size_t n_workers, const Notice *interruption,
+                    bool shutdown, Buf *out);
 
 /* Parse a 200 reply. -EINVAL with err saying what is wrong when it is not the
  * documented shape (a worker without a key is skipped instead, so one bad entry does

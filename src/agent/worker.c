@@ -3,6 +3,7 @@
  * table of workers. */
 #include "agent/worker.h"
 #include "agent/afile.h"
+#include "agent/keeper.h"
 #include "agent/oomscan.h"
 #include "util/file.h"
 #include "util/log.h"
@@ -87,6 +88,7 @@ void worker_free(Worker *w)
     ckpt_history_free(&w->ckpts);
     free(w->ckpt_dir);
     free(w->log_path);
+    free(w->exit_path);
     free(w);
 }
 
@@ -221,6 +223,15 @@ void worker_started(Worker *w, pid_t pid, int64_t mono_ms)
         w->next_checkpoint = mono_ms + w->a.checkpoint_interval_ms;
 }
 
+void worker_kept(Worker *w, pid_t keeper, const char *exit_path)
+{
+    w->keeper_pid = keeper;
+    char st;
+    if (proc_stat(keeper, &w->keeper_ticks, &st) < 0)
+        w->keeper_ticks = 0;
+    set_str(&w->exit_path, exit_path);
+}
+
 void worker_failed(Worker *w, const char *why)
 {
     w->state = WK_FAILED;
@@ -266,10 +277,72 @@ static void judge_end(Worker *w)
     w->oom = badly && oomscan_log_tail(w->log_path, w->log_base);
 }
 
+/* Has the keeper ended? Reaped when it is this process's child; else /proc says (gone,
+ * a zombie no one reaps, or its pid now another process's). */
+static bool keeper_gone(Worker *w)
+{
+    if (!w->adopted) {
+        int status;
+        pid_t r = waitpid(w->keeper_pid, &status, WNOHANG);
+        if (r == w->keeper_pid)
+            return true;
+        if (r == 0 || (r < 0 && errno == EINTR))
+            return false;
+    }
+    uint64_t ticks;
+    char st;
+    int r = proc_stat(w->keeper_pid, &ticks, &st);
+    if (r < 0)
+        return r == -ENOENT;
+    return ticks != w->keeper_ticks || st == 'Z' || st == 'X';
+}
+
+/* A worker under a keeper: its end is the keeper's record. */
+static bool reap_kept(Worker *w)
+{
+    KeeperExit x;
+    int r = keeper_exit_read(w->exit_path, &x);
+    if (r == -ENOENT) {
+        if (!keeper_gone(w))
+            return false;
+        /* the keeper writes its record before it exits: look again */
+        r = keeper_exit_read(w->exit_path, &x);
+        if (r == -ENOENT) {
+            /* killed before the worker ended: from here the worker is watched as a
+             * process that is not the agent's child, and its status is unknown */
+            log_error("event=keeper_lost job=%lld run=%lld rank=%u pid=%d keeper=%d",
+                      (long long)w->key.job, (long long)w->key.run, w->key.rank, (int)w->pid,
+                      (int)w->keeper_pid);
+            w->keeper_pid = 0;
+            w->adopted = true;
+            return false;
+        }
+    } else if (!w->adopted) {
+        /* its child, which exits right after the record: reaped so no zombie is left */
+        while (waitpid(w->keeper_pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+    }
+    if (r < 0) {
+        ended_unknown(w, "exit status unknown: the keeper's record cannot be read");
+        worker_watch_checkpoint(w);
+        return true;
+    }
+    w->state = WK_EXITED;
+    w->end_ms = x.end_ms;
+    w->has_exit_code = x.has_exit_code;
+    w->exit_code = x.exit_code;
+    w->signal = x.signal;
+    judge_end(w);
+    worker_watch_checkpoint(w);
+    return true;
+}
+
 bool worker_reap(Worker *w)
 {
     if (w->state != WK_RUNNING)
         return false;
+    if (w->keeper_pid > 0)
+        return reap_kept(w);
     if (w->adopted) {
         uint64_t ticks;
         char st;
@@ -398,6 +471,24 @@ static bool watch_marker(Worker *w)
         buf_free(&err);
         return false;
     }
+    int64_t run = ckpt_marker_run(buf);
+    if (run < 0) {
+        log_error("event=checkpoint_invalid job=%lld run=%lld rank=%u file=\"%s/LATEST.%d\" "
+                  "error=\"its run line must be 'run N', N the writer's GPUORCH_RUN\"",
+                  (long long)w->key.job, (long long)w->key.run, w->key.rank, w->ckpt_dir, rank);
+        free(path);
+        return false;
+    }
+    if (run != 0 && run != w->key.run) {
+        /* another run's worker wrote it (one still running on a node the server gave up
+         * on): not this run's checkpoint. Read once per change, so logged once. */
+        log_error("event=checkpoint_other_run job=%lld run=%lld rank=%u file=\"%s/LATEST.%d\" "
+                  "marker_run=%lld step=%lld",
+                  (long long)w->key.job, (long long)w->key.run, w->key.rank, w->ckpt_dir, rank,
+                  (long long)run, (long long)step);
+        free(path);
+        return false;
+    }
     ckpt_history_add(&w->ckpts, step, mt / 1000000, path);
     return true;
 }
@@ -411,7 +502,13 @@ void worker_signal(Worker *w, int sig)
 {
     if (w->pid <= 1 || w->state != WK_RUNNING)
         return;
-    if (w->adopted) {
+    if (w->keeper_pid > 0) {
+        /* until the keeper's record exists the worker's pid (a zombie at worst) holds
+         * its group id; once it exists the group may be gone and its id reused */
+        if (w->exit_path && access(w->exit_path, F_OK) == 0)
+            return;
+        kill(-w->pid, sig);
+    } else if (w->adopted) {
         /* not the agent's child, so nothing holds its pid: check it is still the worker
          * right before signalling; if not, the next reap reports the end */
         uint64_t ticks;
@@ -559,11 +656,13 @@ static json_t *str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
-int worker_table_save(const char *path, const char *machine_boot_id, Worker *const *w, size_t n)
+int worker_table_save(const char *path, const char *machine_boot_id, const char *server_id,
+                      Worker *const *w, size_t n)
 {
     json_t *arr = json_array();
-    json_t *root = json_pack("{si ss so}", "version", TABLE_VERSION, "machine_boot_id",
-                             machine_boot_id ? machine_boot_id : "", "workers", arr);
+    json_t *root = json_pack("{si ss ss so}", "version", TABLE_VERSION, "machine_boot_id",
+                             machine_boot_id ? machine_boot_id : "", "server_id",
+                             server_id ? server_id : "", "workers", arr);
     if (!root)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -579,6 +678,9 @@ int worker_table_save(const char *path, const char *machine_boot_id, Worker *con
         json_object_set_new(o, "error", str_or_null(x->error));
         json_object_set_new(o, "pid", json_integer(x->pid));
         json_object_set_new(o, "start_ticks", json_integer((json_int_t)x->start_ticks));
+        json_object_set_new(o, "keeper_pid", json_integer(x->keeper_pid));
+        json_object_set_new(o, "keeper_ticks", json_integer((json_int_t)x->keeper_ticks));
+        json_object_set_new(o, "exit_path", str_or_null(x->exit_path));
         json_object_set_new(o, "start_ms", json_integer(x->start_ms));
         json_object_set_new(o, "end_ms", json_integer(x->end_ms));
         json_object_set_new(o, "exit_code",
@@ -650,6 +752,11 @@ static Worker *record_load(json_t *o, bool same_boot, Buf *err)
     set_str(&w->error, get_str(o, "error"));
     w->pid = (pid_t)get_i64(o, "pid");
     w->start_ticks = (uint64_t)get_i64(o, "start_ticks");
+    w->keeper_pid = (pid_t)get_i64(o, "keeper_pid"); /* absent in older tables: none */
+    w->keeper_ticks = (uint64_t)get_i64(o, "keeper_ticks");
+    set_str(&w->exit_path, get_str(o, "exit_path"));
+    if (!w->exit_path)
+        w->keeper_pid = 0;
     w->start_ms = get_i64(o, "start_ms");
     w->end_ms = get_i64(o, "end_ms");
     json_t *ec = json_object_get(o, "exit_code");
@@ -679,8 +786,18 @@ static Worker *record_load(json_t *o, bool same_boot, Buf *err)
     if (w->state == WK_RUNNING) {
         uint64_t ticks;
         char ps;
-        if (same_boot && w->pid > 0 && proc_stat(w->pid, &ticks, &ps) == 0 &&
-            ticks == w->start_ticks && ps != 'Z' && ps != 'X') {
+        bool kept = w->keeper_pid > 0;
+        if (kept && ((same_boot && proc_stat(w->keeper_pid, &ticks, &ps) == 0 &&
+                      ticks == w->keeper_ticks && ps != 'Z' && ps != 'X') ||
+                     access(w->exit_path, F_OK) == 0)) {
+            /* the keeper runs on, or recorded the end (even before a reboot): the first
+             * reap reads it */
+            w->adopted = true;
+            if (w->a.checkpoint_interval_ms > 0)
+                w->next_checkpoint = agent_mono_ms() + w->a.checkpoint_interval_ms;
+        } else if (same_boot && w->pid > 0 && proc_stat(w->pid, &ticks, &ps) == 0 &&
+                   ticks == w->start_ticks && ps != 'Z' && ps != 'X') {
+            w->keeper_pid = 0; /* its keeper is gone: watched through /proc */
             w->adopted = true;
             if (w->a.checkpoint_interval_ms > 0)
                 w->next_checkpoint = agent_mono_ms() + w->a.checkpoint_interval_ms;
@@ -692,13 +809,16 @@ static Worker *record_load(json_t *o, bool same_boot, Buf *err)
     return w;
 }
 
-int worker_table_load(const char *path, const char *machine_boot_id, Worker ***ret, size_t *ret_n,
+int worker_table_load(const char *path, const char *machine_boot_id,
+                      char ret_server_id[WORKER_SERVER_ID_MAX + 1], Worker ***ret, size_t *ret_n,
                       Buf *err)
 {
     char *text = NULL;
     size_t len = 0;
     int r = file_read_all(path, &text, &len);
     if (r == -ENOENT) {
+        if (ret_server_id)
+            ret_server_id[0] = '\0';
         *ret = NULL;
         *ret_n = 0;
         return 0;
@@ -718,6 +838,10 @@ int worker_table_load(const char *path, const char *machine_boot_id, Worker ***r
         return -EINVAL;
     }
     const char *boot = get_str(root, "machine_boot_id");
+    const char *server = get_str(root, "server_id"); /* absent in older tables */
+    char server_id[WORKER_SERVER_ID_MAX + 1] = "";
+    if (server && strlen(server) <= WORKER_SERVER_ID_MAX)
+        snprintf(server_id, sizeof(server_id), "%s", server);
     bool same_boot = boot && machine_boot_id && !strcmp(boot, machine_boot_id);
     size_t n = json_array_size(arr);
     Worker **list = calloc(n ? n : 1, sizeof(*list));
@@ -746,6 +870,8 @@ int worker_table_load(const char *path, const char *machine_boot_id, Worker ***r
         free(list);
         return r;
     }
+    if (ret_server_id)
+        memcpy(ret_server_id, server_id, sizeof(server_id));
     *ret = list;
     *ret_n = got;
     return 0;

@@ -6,8 +6,10 @@
  * A worker's process group is its pid (launch_spawn makes it so), and every signal
  * goes to the group, so a launcher such as torchrun and the ranks it forks all get it.
  * Stopping is a small state machine advanced on every loop iteration; nothing here
- * blocks. A worker found again after an agent restart ("adopted") is not the new
- * agent's child: its end is seen in /proc, and its exit status cannot be known. */
+ * blocks. A worker runs under a keeper (keeper.h) that records its exit status in a
+ * file, so one found again after an agent restart ("adopted") ends with its real
+ * status too. Only a worker whose keeper is gone (killed), or one of a table written
+ * before keepers, is watched through /proc, and its exit status cannot be known. */
 #pragma once
 
 #include "agent/assign.h"
@@ -52,6 +54,9 @@ typedef struct Worker {
     char *error;              /* WK_FAILED, or an exit whose status is unknown */
     pid_t pid;                /* also its process group; 0 when none ran */
     uint64_t start_ticks;     /* /proc/PID/stat starttime, to tell a reused pid */
+    pid_t keeper_pid;         /* its keeper (keeper.h); 0: none, watched through /proc */
+    uint64_t keeper_ticks;    /* the keeper's starttime */
+    char *exit_path;          /* where the keeper records the exit status */
     int64_t start_ms, end_ms; /* wall clock; 0 when not (yet) */
     bool adopted;             /* started by an earlier agent process */
     bool has_exit_code;       /* WK_EXITED: exit_code is known */
@@ -117,6 +122,8 @@ const char *worker_state_name(uint8_t state);
 void worker_starting(Worker *w);
 /* The worker ran: record pid and start time. */
 void worker_started(Worker *w, pid_t pid, int64_t mono_ms);
+/* It runs under a keeper, which records its end in exit_path (copied). */
+void worker_kept(Worker *w, pid_t keeper, const char *exit_path);
 /* The worker could not start. */
 void worker_failed(Worker *w, const char *why);
 
@@ -126,7 +133,10 @@ int proc_stat(pid_t pid, uint64_t *ret_ticks, char *ret_state);
  * /proc/PID/status)? 1, 0, or a negative errno when /proc cannot say. */
 int proc_catches(pid_t pid, int sig);
 
-/* Has the worker ended? Reaps a child (WNOHANG); watches /proc for an adopted one (a
+/* Has the worker ended? One under a keeper has ended when the keeper's record exists
+ * (its status is the record's; the keeper, when this process's child, is reaped); a
+ * keeper gone without a record (killed) leaves the worker watched through /proc. Else
+ * reaps a child (WNOHANG); watches /proc for an adopted one (a
  * /proc read that fails other than "no such process" is not an end). When the leader
  * has ended, what is left of its process group is killed (SIGKILL) before the worker is
  * reported ended, and the checkpoint markers are read one last time. A child that
@@ -160,10 +170,18 @@ void worker_advance(Worker *w, int64_t mono_ms);
  * step; "oom": true only for an ended worker that ran out of GPU memory. New reference. */
 json_t *worker_report_json(const Worker *w);
 
-/* Save the running and ended workers (not the pending) to path atomically. */
-int worker_table_save(const char *path, const char *machine_boot_id, Worker *const *w, size_t n);
-/* Load path. Running workers whose process is still there (same machine boot, same
- * pid start time) come back adopted; the others come back exited with an unknown
- * status ("ended while the agent was down"). No file: an empty table. */
-int worker_table_load(const char *path, const char *machine_boot_id, Worker ***ret, size_t *ret_n,
+/* The longest server id a table keeps (the server's is 32 hex digits). */
+#define WORKER_SERVER_ID_MAX 64
+
+/* Save the running and ended workers (not the pending) to path atomically, with the
+ * id of the server they belong to (NULL or "": not known yet). */
+int worker_table_save(const char *path, const char *machine_boot_id, const char *server_id,
+                      Worker *const *w, size_t n);
+/* Load path. Running workers whose keeper is still there, or whose keeper recorded
+ * their end, or (no keeper) whose process is still there (same machine boot, same pid
+ * start time) come back adopted; the others come back exited with an unknown status
+ * ("ended while the agent was down"). No file: an empty table. ret_server_id (when not
+ * NULL) gets the table's server id, "" when it names none. */
+int worker_table_load(const char *path, const char *machine_boot_id,
+                      char ret_server_id[WORKER_SERVER_ID_MAX + 1], Worker ***ret, size_t *ret_n,
                       Buf *err);

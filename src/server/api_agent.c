@@ -55,8 +55,19 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
     bool shadow = j && j->workers && j->move != MOVE_NONE && rank == 0 && j->shadow.run == run &&
                   j->shadow.node == node;
     if (!shadow && (!j || !j->workers || rank < 0 || (size_t)rank >= j->n_workers ||
-                    j->workers[rank].run != run || j->workers[rank].node != node))
-        return ended; /* an earlier run, or a job the server let go: nothing to record */
+                    j->workers[rank].run != run || j->workers[rank].node != node)) {
+        /* an earlier run, or a job the server let go: nothing to record, its checkpoints
+         * least of all (they are not the current run's to resume from) */
+        if (j && run < (json_int_t)j->st.run && run != (json_int_t)j->stale_ckpt_run &&
+            (json_array_size(json_object_get(w, "checkpoints")) ||
+             json_is_string(json_object_get(w, "checkpoint")))) {
+            j->stale_ckpt_run = (uint32_t)run;
+            log_info("event=checkpoint_stale job=%lld run=%lld current_run=%u node=%s "
+                     "reason=\"a checkpoint of an earlier run is not recorded\"",
+                     (long long)id, (long long)run, j->st.run, s->c->nodes[node].name);
+        }
+        return ended;
+    }
     WorkerRun *wr = shadow ? &j->shadow : &j->workers[rank];
     wr->reported = true;
     json_t *peak = json_object_get(w, "peak_memory_mib");
@@ -308,8 +319,8 @@ static json_t *desired(Server *s, uint32_t node, json_t *forget, int64_t now)
             (sh->state == WORKER_ASSIGNED || sh->state == WORKER_RUNNING))
             json_array_append_new(workers, worker_json(s, j, &j->sj.pl, 0, sh->run, now));
     }
-    return json_pack("{s:I, s:o, s:o, s:O}", "heartbeat_ms", (json_int_t)s->opt.heartbeat_ms, "mig",
-                     mig, "workers", workers, "forget", forget);
+    return json_pack("{s:I, s:o, s:o, s:O, s:s}", "heartbeat_ms", (json_int_t)s->opt.heartbeat_ms,
+                     "mig", mig, "workers", workers, "forget", forget, "server_id", s->server_id);
 }
 
 /* The cloud's notice that it takes a node back (a spot interruption), from a heartbeat. */
@@ -464,6 +475,12 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         json_decref(body);
         return;
     }
+    json_t *sid = json_object_get(body, "server_id");
+    if (sid && !(json_is_string(sid) && json_string_length(sid) <= 64)) {
+        http_reply_error(rp, 400, "'server_id' must be a string of at most 64 characters");
+        json_decref(body);
+        return;
+    }
     Interruption intr;
     if (!parse_interruption(body, &intr)) {
         http_reply_error(rp, 400,
@@ -556,17 +573,29 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
     json_t *forget = json_array();
     size_t i;
     json_t *w;
-    mark_unreported(s, (uint32_t)idx);
+    /* workers the agent keeps for another server (one reinstalled, or whose database was
+     * wiped): their job ids are that server's and must not be matched to this one's.
+     * The reply names this server; the agent drops them and reports afresh. */
+    const char *their = json_string_value(sid);
+    bool foreign = their && *their && strcmp(their, s->server_id);
+    if (foreign) {
+        log_info("event=heartbeat_other_server node=%s server_id=%s agent_server_id=%s "
+                 "workers_ignored=%zu",
+                 name, s->server_id, their, json_array_size(workers));
+    } else {
+        mark_unreported(s, (uint32_t)idx);
+    }
     if (shutdown)
         server_node_shutdown(s, (uint32_t)idx, now, &ch);
     json_array_foreach(workers, i, w)
     {
-        if (fold_worker(s, (uint32_t)idx, w, now, &ch))
+        if (!foreign && fold_worker(s, (uint32_t)idx, w, now, &ch))
             json_array_append_new(
                 forget, json_pack("{s:O, s:O, s:O}", "job", json_object_get(w, "job"), "run",
                                   json_object_get(w, "run"), "rank", json_object_get(w, "rank")));
     }
-    fold_unreported(s, (uint32_t)idx, now, &ch);
+    if (!foreign)
+        fold_unreported(s, (uint32_t)idx, now, &ch);
     if (!shutdown || intr.deadline_ms) /* a notice cleared does not reopen a node going down */
         fold_interruption(s, (uint32_t)idx, &intr, now, &ch);
     int r = server_commit(s, &ch);

@@ -473,6 +473,10 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     r = store_open(o->db_url, &s->store, err);
     if (r < 0)
         goto fail;
+    if ((r = store_server_id(s->store, s->server_id)) < 0) {
+        buf_printf(err, "cannot read the server's identity from the store %s", o->db_url);
+        goto fail;
+    }
     /* what the classes learned sizes the queued jobs loaded below */
     if ((r = store_teams_load(s->store, load_team, s->c)) < 0 ||
         (r = store_mig_load(s->store, load_mig, s->c)) < 0 ||

@@ -117,6 +117,8 @@ typedef struct ServerJob {
     int64_t moved_from_ms;    /* moving: sj.moved_from was charged from then */
     int64_t no_move_until_ms; /* a replacement failed: not moved again before then */
     struct GangCkpt *ckpt;    /* the run's checkpoint reports per rank (checkpoint.h), or NULL */
+    uint32_t stale_ckpt_run;  /* the earlier run whose checkpoint report was last logged as
+                               * ignored (api_agent.c), so it is logged once, not per beat */
     void *ext; /* the record of the engine that drives the job's nodes (the Kubernetes
                 * engine's pod group), or NULL; the engine owns and sets it */
 } ServerJob;
@@ -206,6 +208,7 @@ typedef struct Server {
     /* the HTTP front's token cache (auth.h), so that revoking a token forgets it at
      * once; NULL while no front runs. Locks itself: not under lock. */
     struct AuthCache *auth_cache;
+    char server_id[STORE_SERVER_ID_LEN + 1]; /* the store's identity, told to agents */
     Cluster *c;
     Rng rng;
     PlaceCtx ctx;

@@ -39,6 +39,7 @@ typedef struct StoreOps {
     int (*token_count)(Store *s, int64_t *ret);
     int (*token_list)(Store *s, int (*fn)(void *arg, const StoreToken *t), void *arg);
     int (*token_revoke)(Store *s, int64_t id, int64_t now_ms);
+    int (*server_id)(Store *s, char ret[STORE_SERVER_ID_LEN + 1]);
     int (*mig_set)(Store *s, const char *node, unsigned index, const char *layout_json);
     int (*mig_load)(Store *s,
                     int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),

@@ -136,6 +136,13 @@ static const Migration steps[] = {
      " replace(substr(class, 1, instr(class, '/') - 1), '%', '%25') ||"
      " substr(class, instr(class, '/'))"
      " WHERE instr(substr(class, 1, instr(class, '/') - 1), '%') > 0;"},
+    /* made once, at the step's first run, and never changed: an agent whose saved
+     * workers name another id knows they belong to another server (a reinstall, a
+     * wiped database) and drops them rather than match them to this one's job ids */
+    {"the server's identity: a random id made once",
+     "CREATE TABLE IF NOT EXISTS server_identity (id TEXT NOT NULL CHECK (length(id) = 32));"
+     "INSERT INTO server_identity SELECT lower(hex(randomblob(16)))"
+     " WHERE NOT EXISTS (SELECT 1 FROM server_identity);"},
 };
 
 int migrations_latest(void)

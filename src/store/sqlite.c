@@ -256,6 +256,7 @@ static const StoreOps sqlite_ops = {
     .token_count = sqlite_read_token_count,
     .token_list = sqlite_read_token_list,
     .token_revoke = sqlite_write_token_revoke,
+    .server_id = sqlite_read_server_id,
     .mig_set = sqlite_write_mig,
     .mig_load = sqlite_read_mig,
     .learned_load = sqlite_read_learned,

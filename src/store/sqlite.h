@@ -51,6 +51,7 @@ enum {
     RS_MIG,
     RS_LEARNED,
     RS_SPANS,
+    RS_SERVER_ID,
     RS_COUNT
 };
 
@@ -126,6 +127,7 @@ int sqlite_read_team_budgets(Store *s,
 int sqlite_read_token(Store *s, const uint8_t hash[STORE_TOKEN_HASH_LEN], StoreToken *ret);
 int sqlite_read_token_count(Store *s, int64_t *ret);
 int sqlite_read_token_list(Store *s, int (*fn)(void *arg, const StoreToken *t), void *arg);
+int sqlite_read_server_id(Store *s, char ret[STORE_SERVER_ID_LEN + 1]);
 int sqlite_read_mig(Store *s,
                     int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
                     void *arg);

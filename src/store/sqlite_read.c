@@ -32,6 +32,7 @@ const char *const sqlite_read_sql[RS_COUNT] = {
                  "max(start_ms, ?1), CASE WHEN open THEN ?2 ELSE min(end_ms, ?2) END, open "
                  "FROM node_spans WHERE start_ms < ?2 AND (end_ms > ?1 OR open = 1) "
                  "AND (end_ms > start_ms OR open = 1) ORDER BY node, start_ms, id",
+    [RS_SERVER_ID] = "SELECT id FROM server_identity LIMIT 1",
 };
 
 static const char *col_text(sqlite3_stmt *st, int i)
@@ -262,6 +263,23 @@ int sqlite_read_token_count(Store *s, int64_t *ret)
     int r = read_end(db, st, rc, 0);
     if (r == 0)
         *ret = n;
+    return r;
+}
+
+int sqlite_read_server_id(Store *s, char ret[STORE_SERVER_ID_LEN + 1])
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_SERVER_ID);
+    int rc = sqlite3_step(st);
+    const char *id = rc == SQLITE_ROW ? col_text(st, 0) : NULL;
+    char copy[STORE_SERVER_ID_LEN + 1] = "";
+    if (id && strlen(id) == STORE_SERVER_ID_LEN)
+        memcpy(copy, id, sizeof(copy));
+    int r = read_end(db, st, rc == SQLITE_ROW ? SQLITE_DONE : rc, 0);
+    if (r == 0 && !copy[0])
+        r = -EIO; /* the migration made the row: a database without one is damaged */
+    if (r == 0)
+        memcpy(ret, copy, sizeof(copy));
     return r;
 }
 

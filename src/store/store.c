@@ -234,6 +234,11 @@ int store_token_revoke(Store *s, int64_t id, int64_t now_ms)
     return s->ops->token_revoke(s, id, now_ms);
 }
 
+int store_server_id(Store *s, char ret[STORE_SERVER_ID_LEN + 1])
+{
+    return s->ops->server_id(s, ret);
+}
+
 int store_mig_set(Store *s, const char *node, unsigned index, const char *layout_json)
 {
     if (!node || !*node || !layout_json)

@@ -217,6 +217,11 @@ int store_token_list(Store *s, int (*fn)(void *arg, const StoreToken *t), void *
 /* Mark token id revoked at now_ms. 0; -ENOENT no such token; -EALREADY revoked before. */
 int store_token_revoke(Store *s, int64_t id, int64_t now_ms);
 
+/* The server's identity: 32 hex digits made at random when the store was first opened
+ * (or first opened by a gpuorch that keeps one), the same ever after. */
+#define STORE_SERVER_ID_LEN 32
+int store_server_id(Store *s, char ret[STORE_SERVER_ID_LEN + 1]);
+
 /* The MIG layout the server set on a node's GPU, as JSON ([{"profile":..,"start":..}]),
  * so a restarted server knows the instances its running jobs sit in. */
 int store_mig_set(Store *s, const char *node, unsigned index, const char *layout_json);

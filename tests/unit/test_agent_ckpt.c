@@ -115,6 +115,49 @@ static void test_marker_parse(void **state)
     buf_free(&err);
 }
 
+/* A marker may name the run that wrote it in a later line "run N". */
+static void test_marker_run(void **state)
+{
+    assert_int_equal(ckpt_marker_run("68 /ck/step-68/rank-1\n"), 0);
+    assert_int_equal(ckpt_marker_run("68 /ck/step-68\nrun 3\n"), 3);
+    assert_int_equal(ckpt_marker_run("68 /ck/step-68\r\n  run\t12 \r\n"), 12);
+    assert_int_equal(ckpt_marker_run("68 /ck/run 7\n"), 0); /* the path, not a run line */
+    assert_int_equal(ckpt_marker_run("68 /ck\nrunner 7\n"), 0);
+    static const char *const bad[] = {"68 /ck\nrun\n", "68 /ck\nrun 0\n", "68 /ck\nrun x\n",
+                                      "68 /ck\nrun 2 3\n", "68 /ck\nrun -1\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(ckpt_marker_run(bad[i]), -EINVAL);
+}
+
+/* The job's checkpoint directory is shared by its runs: a marker another run wrote
+ * (a worker of run 1 still running somewhere) is not this run's step; one that names
+ * this run, or no run, is. */
+static void test_other_run_marker(void **state)
+{
+    char *d = path_in("ckpt/32");
+    assert_int_equal(afile_mkdir_p(d), 0);
+    char *marker = path_in("ckpt/32/LATEST.0");
+    Worker *w = start(32, 0,
+                      "until [ -e \"$GPUORCH_CHECKPOINT_DIR/go\" ]; do sleep 0.02; done; "
+                      "printf '4 /ck/32/step-4\\nrun %s\\n' \"$GPUORCH_RUN\" > "
+                      "\"$GPUORCH_CHECKPOINT_DIR/t\" && mv \"$GPUORCH_CHECKPOINT_DIR/t\" "
+                      "\"$GPUORCH_CHECKPOINT_DIR/LATEST.0\"; exec sleep 30");
+    assert_true(w->key.run != 9);
+    write_text(marker, "900 /ck/32/run-9/step-900\nrun 9\n");
+    assert_int_equal(worker_watch_checkpoint(w), 0);
+    assert_int_equal(w->ckpts.n, 0);
+    char *go = path_in("ckpt/32/go");
+    write_text(go, "");
+    until_step(w, 4);
+    assert_int_equal(w->ckpts.n, 1);
+    assert_string_equal(w->ckpts.steps[0].path, "/ck/32/step-4");
+    stop(w);
+    worker_free(w);
+    free(go);
+    free(marker);
+    free(d);
+}
+
 static void test_history(void **state)
 {
     CkptHistory h = {0};
@@ -288,11 +331,11 @@ static void test_table_keeps_steps(void **state)
     free(go);
     char *table = path_in("workers-33.json");
     Worker *all[] = {w};
-    assert_int_equal(worker_table_save(table, "boot-A", all, 1), 0);
+    assert_int_equal(worker_table_save(table, "boot-A", NULL, all, 1), 0);
     Worker **back = NULL;
     size_t n = 0;
     Buf err = {0};
-    assert_int_equal(worker_table_load(table, "boot-A", &back, &n, &err), 0);
+    assert_int_equal(worker_table_load(table, "boot-A", NULL, &back, &n, &err), 0);
     assert_int_equal(n, 1);
     assert_true(back[0]->adopted);
     assert_int_equal(back[0]->ckpts.n, 1);
@@ -318,7 +361,7 @@ static void test_table_keeps_steps(void **state)
     json_decref(root);
     write_text(table, old);
     free(old);
-    assert_int_equal(worker_table_load(table, "boot-A", &back, &n, &err), 0);
+    assert_int_equal(worker_table_load(table, "boot-A", NULL, &back, &n, &err), 0);
     assert_int_equal(back[0]->ckpts.n, 0);
     assert_int_equal(worker_watch_checkpoint(back[0]), 0);
     assert_int_equal(back[0]->ckpts.n, 0);
@@ -334,6 +377,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_marker_parse),
+        cmocka_unit_test(test_marker_run),
+        cmocka_unit_test(test_other_run_marker),
         cmocka_unit_test(test_history),
         cmocka_unit_test(test_rank_marks_its_steps),
         cmocka_unit_test(test_bad_marker),

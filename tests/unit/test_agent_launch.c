@@ -403,12 +403,12 @@ static void test_table_reload(void **state)
 
     char *table = path_in("workers.json");
     Worker *all[] = {live, done, failed, pending};
-    assert_int_equal(worker_table_save(table, "boot-A", all, 4), 0);
+    assert_int_equal(worker_table_save(table, "boot-A", NULL, all, 4), 0);
 
     Worker **back = NULL;
     size_t n = 0;
     Buf err = {0};
-    assert_int_equal(worker_table_load(table, "boot-A", &back, &n, &err), 0);
+    assert_int_equal(worker_table_load(table, "boot-A", NULL, &back, &n, &err), 0);
     assert_int_equal(n, 3); /* the pending one is not saved: the server sends it again */
     Worker *b = back[0];
     assert_int_equal(b->key.job, 20);
@@ -433,7 +433,7 @@ static void test_table_reload(void **state)
     /* the same table on another boot of the machine: nothing survived */
     Worker **other = NULL;
     size_t n_other = 0;
-    assert_int_equal(worker_table_load(table, "boot-B", &other, &n_other, &err), 0);
+    assert_int_equal(worker_table_load(table, "boot-B", NULL, &other, &n_other, &err), 0);
     assert_int_equal(other[0]->state, WK_EXITED);
     assert_false(other[0]->has_exit_code);
     assert_string_equal(other[0]->error, "ended while the agent was down");
@@ -461,7 +461,7 @@ static void test_table_reload(void **state)
     waitpid(live->pid, NULL, 0); /* this test is its real parent */
 
     /* once it is gone, a reload reports it as having ended while the agent was down */
-    assert_int_equal(worker_table_load(table, "boot-A", &other, &n_other, &err), 0);
+    assert_int_equal(worker_table_load(table, "boot-A", NULL, &other, &n_other, &err), 0);
     assert_int_equal(other[0]->state, WK_EXITED);
     assert_string_equal(other[0]->error, "ended while the agent was down");
     for (size_t i = 0; i < n_other; i++)
@@ -473,8 +473,8 @@ static void test_table_reload(void **state)
     live->start_ticks = 1;
     live->state = WK_RUNNING;
     Worker *reused[] = {live};
-    assert_int_equal(worker_table_save(table, "boot-A", reused, 1), 0);
-    assert_int_equal(worker_table_load(table, "boot-A", &other, &n_other, &err), 0);
+    assert_int_equal(worker_table_save(table, "boot-A", NULL, reused, 1), 0);
+    assert_int_equal(worker_table_load(table, "boot-A", NULL, &other, &n_other, &err), 0);
     assert_int_equal(n_other, 1);
     assert_int_equal(other[0]->state, WK_EXITED);
     assert_false(other[0]->adopted);
@@ -485,7 +485,7 @@ static void test_table_reload(void **state)
     FILE *f = fopen(table, "w");
     fputs("{\"version\": 1, \"workers\": [{\"job\": 1}]}", f);
     fclose(f);
-    assert_int_equal(worker_table_load(table, "boot-A", &other, &n_other, &err), -EINVAL);
+    assert_int_equal(worker_table_load(table, "boot-A", NULL, &other, &n_other, &err), -EINVAL);
     assert_non_null(strstr(buf_str(&err), "workers.json: record 0"));
 
     for (size_t i = 0; i < n; i++)
@@ -695,7 +695,7 @@ static void test_private_files(void **state)
     assert_int_equal(st.st_mode & 077, 0);
     char *table = path_in("private-workers.json");
     Worker *all[] = {w};
-    assert_int_equal(worker_table_save(table, "boot-A", all, 1), 0);
+    assert_int_equal(worker_table_save(table, "boot-A", NULL, all, 1), 0);
     assert_int_equal(stat(table, &st), 0);
     assert_int_equal(st.st_mode & 077, 0);
     free(table);
@@ -807,11 +807,11 @@ static void test_oom_table(void **state)
     assert_false(plain->oom);
     char *table = path_in("oom-workers.json");
     Worker *all[] = {oom, plain};
-    assert_int_equal(worker_table_save(table, "boot-A", all, 2), 0);
+    assert_int_equal(worker_table_save(table, "boot-A", NULL, all, 2), 0);
     Worker **back = NULL;
     size_t n = 0;
     Buf err = {0};
-    assert_int_equal(worker_table_load(table, "boot-A", &back, &n, &err), 0);
+    assert_int_equal(worker_table_load(table, "boot-A", NULL, &back, &n, &err), 0);
     assert_int_equal(n, 2);
     assert_true(back[0]->oom);
     assert_true(report_oom(back[0]));
@@ -825,7 +825,7 @@ static void test_oom_table(void **state)
     fclose(f);
     Worker **old = NULL;
     size_t n_old = 0;
-    assert_int_equal(worker_table_load(table, "boot-A", &old, &n_old, &err), 0);
+    assert_int_equal(worker_table_load(table, "boot-A", NULL, &old, &n_old, &err), 0);
     assert_int_equal(n_old, 1);
     assert_false(old[0]->oom);
     worker_free(old[0]);

@@ -253,8 +253,8 @@ static void test_heartbeat_interruption(void **state)
     (void)state;
     Notice n = {.deadline_ms = T_2026_11_30_NOON, .source = NOTICE_AWS, .action = "terminate"};
     Buf out = {0};
-    assert_int_equal(proto_heartbeat("h100-0", NULL, "boot-1", NULL, 0, NULL, 0, &n, false, &out),
-                     0);
+    assert_int_equal(
+        proto_heartbeat("h100-0", NULL, "boot-1", NULL, NULL, 0, NULL, 0, &n, false, &out), 0);
     json_t *o = json_loads(buf_str(&out), 0, NULL);
     json_t *in = json_object_get(o, "interruption");
     assert_true(json_is_object(in));
@@ -264,8 +264,8 @@ static void test_heartbeat_interruption(void **state)
     assert_string_equal(json_string_value(json_object_get(in, "action")), "terminate");
     json_decref(o);
     buf_reset(&out);
-    assert_int_equal(proto_heartbeat("h100-0", NULL, "boot-1", NULL, 0, NULL, 0, NULL, false, &out),
-                     0);
+    assert_int_equal(
+        proto_heartbeat("h100-0", NULL, "boot-1", NULL, NULL, 0, NULL, 0, NULL, false, &out), 0);
     o = json_loads(buf_str(&out), 0, NULL);
     assert_null(json_object_get(o, "interruption"));
     json_decref(o);

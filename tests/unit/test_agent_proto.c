@@ -72,7 +72,7 @@ static void test_heartbeat_shape(void **state)
 
     Buf out = {0};
     assert_int_equal(
-        proto_heartbeat("a100-0", "10.0.0.5", "boot-1", g, 2, all, 5, NULL, false, &out), 0);
+        proto_heartbeat("a100-0", "10.0.0.5", "boot-1", NULL, g, 2, all, 5, NULL, false, &out), 0);
     json_t *got = json_loads(buf_str(&out), 0, NULL);
     json_t *want = json_loads(
         "{\"node\": \"a100-0\", \"address\": \"10.0.0.5\", \"boot_id\": \"boot-1\", \"gpus\": ["
@@ -107,16 +107,29 @@ static void test_heartbeat_shape(void **state)
 
     /* no address: the field is left out */
     buf_reset(&out);
-    assert_int_equal(proto_heartbeat("a100-0", NULL, "boot-1", g, 0, NULL, 0, NULL, false, &out),
-                     0);
+    assert_int_equal(
+        proto_heartbeat("a100-0", NULL, "boot-1", NULL, g, 0, NULL, 0, NULL, false, &out), 0);
     assert_string_equal(buf_str(&out),
                         "{\"node\":\"a100-0\",\"boot_id\":\"boot-1\",\"gpus\":[],\"workers\":[]}");
+
+    /* the server the workers belong to, once the agent knows it */
+    buf_reset(&out);
+    assert_int_equal(
+        proto_heartbeat("a100-0", NULL, "boot-1", "ab12", g, 0, NULL, 0, NULL, false, &out), 0);
+    got = json_loads(buf_str(&out), 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(got, "server_id")), "ab12");
+    json_decref(got);
+    buf_reset(&out);
+    assert_int_equal(
+        proto_heartbeat("a100-0", NULL, "boot-1", "", g, 0, NULL, 0, NULL, false, &out), 0);
+    assert_null(strstr(buf_str(&out), "server_id"));
 
     /* shutting down: said at the top, and of each worker the shutdown stopped */
     buf_reset(&out);
     done->shutdown = true;
     Worker *one[] = {done};
-    assert_int_equal(proto_heartbeat("a100-0", NULL, "boot-1", g, 0, one, 1, NULL, true, &out), 0);
+    assert_int_equal(
+        proto_heartbeat("a100-0", NULL, "boot-1", NULL, g, 0, one, 1, NULL, true, &out), 0);
     got = json_loads(buf_str(&out), 0, NULL);
     assert_true(json_is_true(json_object_get(got, "shutdown")));
     assert_true(json_is_true(
@@ -176,6 +189,12 @@ static void test_reply(void **state)
     assert_int_equal(r.n_forget, 1);
     assert_int_equal(r.forget[0].job, 16);
     assert_int_equal(r.forget[0].run, 2);
+    assert_null(r.server_id);
+    proto_reply_free(&r);
+
+    const char *named = "{\"server_id\": \"0123456789abcdef0123456789abcdef\"}";
+    assert_int_equal(proto_reply_parse(named, strlen(named), &r, &err), 0);
+    assert_string_equal(r.server_id, "0123456789abcdef0123456789abcdef");
     proto_reply_free(&r);
 
     /* heartbeat_ms is kept within bounds; absent, it is 500 */

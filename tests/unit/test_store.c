@@ -542,6 +542,33 @@ static void test_node_spans(void **state)
     "ALTER TABLE jobs DROP COLUMN user; ALTER TABLE tokens DROP COLUMN user; "                     \
     "ALTER TABLE tokens DROP COLUMN expires_ms; ALTER TABLE tokens DROP COLUMN revoked_ms; "
 
+/* The server's identity is made once, at the first open: 32 hex digits, the same on
+ * every later open, and another database's differs. (test_migrate_to_spans applies the
+ * step that makes it again over a table that has one.) */
+static void test_server_id(void **state)
+{
+    Fixture *f = *state;
+    char id[STORE_SERVER_ID_LEN + 1], again[STORE_SERVER_ID_LEN + 1];
+    assert_int_equal(store_server_id(f->s, id), 0);
+    assert_int_equal(strlen(id), STORE_SERVER_ID_LEN);
+    assert_int_equal(strspn(id, "0123456789abcdef"), STORE_SERVER_ID_LEN);
+    reopen(f);
+    assert_int_equal(store_server_id(f->s, again), 0);
+    assert_string_equal(again, id);
+
+    char other[sizeof(f->path) + 16];
+    snprintf(other, sizeof(other), "%s.other", f->path);
+    Store *o = open_ok(other);
+    assert_int_equal(store_server_id(o, again), 0);
+    assert_string_not_equal(again, id);
+    store_close(o);
+    unlink(other);
+    snprintf(other, sizeof(other), "%s.other-wal", f->path);
+    unlink(other);
+    snprintf(other, sizeof(other), "%s.other-shm", f->path);
+    unlink(other);
+}
+
 /* A database of the schema before node spans (version 5, usage without a node) is
  * migrated on opening: its usage is kept, with no node, and spans can be kept. */
 static void test_migrate_to_spans(void **state)
@@ -556,6 +583,8 @@ static void test_migrate_to_spans(void **state)
                     .end_ms = 200};
     write_ok(f->s, &(StoreWrite){.inserts = &j, .n_inserts = 1, .usage = &u, .n_usage = 1});
     int v = store_schema_version(f->s);
+    char sid[STORE_SERVER_ID_LEN + 1], again[STORE_SERVER_ID_LEN + 1];
+    assert_int_equal(store_server_id(f->s, sid), 0);
     store_close(f->s);
     f->s = NULL;
     /* back to version 5, as a gpuorch of then left it */
@@ -570,6 +599,9 @@ static void test_migrate_to_spans(void **state)
     sqlite3_close(db);
     f->s = open_ok(f->path);
     assert_int_equal(store_schema_version(f->s), v);
+    /* the step that made the server's identity ran again and kept it */
+    assert_int_equal(store_server_id(f->s, again), 0);
+    assert_string_equal(again, sid);
     Seen s = {0};
     assert_int_equal(store_usage_query(f->s, 0, 1000, see_usage, &s), 0);
     char want[128];
@@ -1165,6 +1197,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_node_spans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_to_spans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_to_users, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_teams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_team_budgets, setup, teardown),
