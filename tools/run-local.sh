@@ -97,15 +97,27 @@ for node in h100-0 a100-0; do
             --node "$node" --name "agent-$node" >"var/agent-$node.token")
     fi
 done
+# Workers run as nobody (the agent's default) unless nobody cannot read the checkout,
+# where the demo's workloads are (a clone under /root, 0700): then, this being one
+# person's machine, as root, and it says so.
+WORKERS=""
+if [ "$(id -u)" = 0 ] && ! runuser -u nobody -- test -r "$PWD/examples/workloads/train.py" \
+    2>/dev/null; then
+    echo "note: nobody cannot read $PWD, so the demo's workers run as root" \
+        "(--worker-user root --allow-root-workers); a checkout others can read runs them as nobody"
+    WORKERS="--worker-user root --allow-root-workers"
+fi
+# shellcheck disable=SC2086 # WORKERS is a list of words
 GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
     "$BIN" agent --server "$URL" --token "$(cat var/agent-h100-0.token)" --node h100-0 \
     --gpus sim:H100-80GB-SXM5:8 --address 127.0.0.1 --checkpoint-root var/checkpoints \
-    --state-dir var/agent-h100-0 2>var/agent-h100-0.log &
+    --state-dir var/agent-h100-0 $WORKERS 2>var/agent-h100-0.log &
 AGENTS="$!"
+# shellcheck disable=SC2086
 GPUORCH_SIM_MIG_DELAY_MS=${GPUORCH_SIM_MIG_DELAY_MS:-2000} \
     "$BIN" agent --server "$URL" --token "$(cat var/agent-a100-0.token)" --node a100-0 \
     --gpus sim:A100-80GB:8 --address 127.0.0.1 --checkpoint-root var/checkpoints \
-    --state-dir var/agent-a100-0 2>var/agent-a100-0.log &
+    --state-dir var/agent-a100-0 $WORKERS 2>var/agent-a100-0.log &
 AGENTS="$AGENTS $!"
 
 cat <<MSG

@@ -71,14 +71,28 @@ start_server() {
 
 # start_agent NODE GPUS: an agent for NODE with simulated GPUs (sim:MODEL:COUNT). Words in
 # $AGENT_ARGS (when set) are added to its command line.
+# worker_args: how the agents run workers. As nobody (the agent's default), which is what
+# the tests check, when nobody can read the checkout (the tests' workloads live there);
+# a checkout only root can reach (a clone under /root, 0700) leaves no user but root to
+# run them, and the tests say so. test_sys_runas sets WORKER_ARGS itself.
+worker_args() {
+    if [ "$(id -u)" = 0 ] && ! runuser -u nobody -- test -r "$PWD/examples/workloads/train.py" \
+        2>/dev/null; then
+        echo "note: nobody cannot read $PWD (a checkout only root reaches): the agents run" \
+            "workers as root (--worker-user root --allow-root-workers)" >&2
+        echo "--worker-user root --allow-root-workers"
+    fi
+}
+
 start_agent() {
+    [ -n "${WORKER_ARGS+set}" ] || WORKER_ARGS=$(worker_args)
     if [ -z "${AGENT_TOKEN:-}" ]; then
         AGENT_TOKEN=$("$GPUORCH" token create --role agent --name test) || fail "token create"
     fi
-    # shellcheck disable=SC2086 # AGENT_ARGS is a list of words
+    # shellcheck disable=SC2086 # WORKER_ARGS and AGENT_ARGS are lists of words
     GPUORCH_SIM_MIG_DELAY_MS=0 "$GPUORCH" agent --server "$URL" --token "$AGENT_TOKEN" --node "$1" \
         --gpus "$2" --address 127.0.0.1 --state-dir "$T/agent-$1" --checkpoint-root "$T/ckpt" \
-        ${AGENT_ARGS:-} 2>>"$T/agent-$1.log" &
+        ${WORKER_ARGS} ${AGENT_ARGS:-} 2>>"$T/agent-$1.log" &
     pid=$!
     PIDS="$PIDS $pid"
     eval "AGENT_$(echo "$1" | tr -c 'a-zA-Z0-9\n' _)=$pid"

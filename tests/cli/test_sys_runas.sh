@@ -30,7 +30,8 @@ teams:
   - {name: lab, guaranteed_gpus: 8, run_as: {uid: 0, gid: 0}}
 EOF
 CLUSTER=$T/cluster.yaml start_server
-start_agent h100-0 sim:H100-80GB-SXM5:8
+# the agent's own defaults, whoever can read the checkout: these jobs need only $T
+WORKER_ARGS="" start_agent h100-0 sim:H100-80GB-SXM5:8
 wait_nodes 1
 
 # what a worker runs as, one "key value" line each
