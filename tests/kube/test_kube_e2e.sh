@@ -225,7 +225,7 @@ kube_wait 30 "the malformed annotation is named" says bad-note "gpuorch.io/gpu-m
 # --- gpuorch's own view: queue, nodes, usage per team ---
 "$GPUORCH" nodes >"$T/nodes.txt" || fail "gpuorch nodes"
 grep -q h100-0 "$T/nodes.txt" && grep -q a100-0 "$T/nodes.txt" || fail "gpuorch nodes: $(cat "$T/nodes.txt")"
-"$GPUORCH" queue --all >"$T/queue.txt" || fail "gpuorch queue"
+"$GPUORCH" queue --all --wide >"$T/queue.txt" || fail "gpuorch queue"
 grep -q "research/pg/train" "$T/queue.txt" || fail "gpuorch queue lacks the gang: $(cat "$T/queue.txt")"
 "$GPUORCH" usage -o json >"$T/usage.json" || fail "gpuorch usage"
 json_ok "$T/usage.json" 'any(r.get("team") == "research" and r.get("gpu_hours", 0) > 0 for r in (d if isinstance(d, list) else d.get("rows", d.get("teams", []))))'
