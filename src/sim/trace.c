@@ -264,6 +264,8 @@ static int load_philly(const char *path, const char *text, size_t len, JobList *
         }
     }
     job_spec_free(&j);
+    if (rc == -EINVAL && !err->len)
+        buf_printf(err, "%s:%zu: unterminated quoted field", path, r.line);
     csv_free(&r);
     if (rc < 0) {
         job_list_free(&out);

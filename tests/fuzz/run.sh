@@ -5,7 +5,10 @@
 #   run.sh check FUZZER SECONDS      one target, as a test (the fuzz_* tests of ctest):
 #       every input of tests/fuzz/corpus/T and tests/fuzz/regressions/T replayed once,
 #       then SECONDS of fuzzing from that corpus (new inputs into a temporary directory,
-#       the repository's corpus is not changed). Exit 0, or 1 with the report.
+#       the repository's corpus is not changed), from a fixed seed (FUZZ_SEED, 1): the
+#       same mutations in the same order on every machine, so a test run finds only
+#       what a run as long as it, or longer, found before it. Exit 0, or 1 with the
+#       report.
 #   run.sh fuzz DIR SECONDS [T...]   each target of DIR (or the ones named) for SECONDS,
 #       one after the other, for `make fuzz`: the corpus grows in DIR/../corpus/T and is
 #       kept for the next run; libFuzzer's fork mode goes on past a crash, a hang or
@@ -94,8 +97,8 @@ check() {
     mkdir "$work/new"
     dict=$(dict_of "$t")
     # shellcheck disable=SC2046
-    if ! "$fuzzer" $(common_opts) -max_len="$max_len" -max_total_time="$seconds" \
-        -print_final_stats=1 -artifact_prefix="$crashes/" ${dict:+-dict="$dict"} \
+    if ! "$fuzzer" $(common_opts) -seed="${FUZZ_SEED:-1}" -max_len="$max_len" \
+        -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$crashes/" ${dict:+-dict="$dict"} \
         "$work/new" "$here/corpus/$t" >"$log" 2>&1; then
         report "$log"
         grep -E '^(Test unit written|artifact_prefix)' "$log"
