@@ -220,9 +220,9 @@ int cmd_sim(int argc, char **argv)
                       .move_delay_ms = 60000,
                       .tune_ratio = 1.3,
                       .timeline_points = 600,
-                      .min_runtime_ms = 5 * 60 * 1000,
-                      .half_life_ms = 60 * 60 * 1000,
-                      .grace_ms = 30 * 1000,
+                      .min_runtime_ms = SCHED_MIN_RUNTIME_MS,
+                      .half_life_ms = SCHED_HALF_LIFE_MS,
+                      .grace_ms = SCHED_GRACE_MS,
                       .oom_after_ms = 30 * 1000,
                       .guarantee_tolerance_ms = 2 * 60 * 1000};
     long threads = sysconf(_SC_NPROCESSORS_ONLN);

@@ -47,6 +47,14 @@ typedef enum SchedPreempt {
     SCHED_PREEMPT_TIRESIAS, /* the upper queue pushes out the lower, latest first */
 } SchedPreempt;
 
+/* The lifecycle's defaults, defined once for every driver (the server, the simulator,
+ * the Kubernetes engine), so that the simulator's figures describe what the server does:
+ * how long a job runs before preemption may take it, how fast fair share forgets usage,
+ * and how long a preempted job that names no grace has to checkpoint. */
+#define SCHED_MIN_RUNTIME_MS (5 * 60 * 1000)
+#define SCHED_HALF_LIFE_MS   (60 * 60 * 1000)
+#define SCHED_GRACE_MS       (30 * 1000)
+
 typedef struct SchedConfig {
     SchedOrder order;
     SchedPreempt preempt;

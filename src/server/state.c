@@ -36,7 +36,6 @@
 #define DEFAULT_LOST_AFTER_MS 40000
 #define DEFAULT_LOST_GRACE_MS 300000
 #define DEFAULT_CYCLE_MS      1000
-#define DEFAULT_GRACE_MS      30000
 /* Kicks closer together than this share one cycle: a burst of submissions is placed
  * in one pass over the queue. */
 #define MIN_CYCLE_GAP_MS 20
@@ -220,8 +219,7 @@ static int job_bind_core(Server *s, ServerJob *j, Buf *err)
         .preemptible = j->spec.preemptible,
         .submit_ms = j->st.submit_ms,
         .estimate_ms = j->spec.duration_estimate_ms,
-        .grace_ms =
-            j->spec.checkpoint_grace_ms > 0 ? j->spec.checkpoint_grace_ms : DEFAULT_GRACE_MS,
+        .grace_ms = j->spec.checkpoint_grace_ms > 0 ? j->spec.checkpoint_grace_ms : SCHED_GRACE_MS,
         .nominated = SCHED_NONE,
         .backfill_for = SCHED_NONE,
         .last_checkpoint_ms = j->st.checkpoint_ms,
