@@ -3,6 +3,8 @@
  * through field_yaml_open, which asks this first, because building trusts the input:
  *  - the text must be UTF-8 (the validity check is jansson's): libfyaml 0.7.12, Debian
  *    12's, loops for ever on some invalid bytes after a '%';
+ *  - no control characters but tab, line feed and carriage return (YAML allows no
+ *    other): libfyaml 0.7.12 crashes freeing a parser that stopped on a NUL;
  *  - no directives (lines starting with '%'): nothing here needs %YAML or %TAG;
  *  - no run of more than YAML_MAX_BLANKS spaces or tabs: libfyaml's cost of the blanks
  *    after a flow collection ('}' or ']') grows with the square of the run (20,000
@@ -211,6 +213,13 @@ int yaml_guard(FieldCtx *x, const char *text, size_t len)
     for (size_t i = 0; i < len; i++) {
         if ((i == 0 || text[i - 1] == '\n') && text[i] == '%') {
             field_error(x, line, "a YAML directive ('%%...'): none is read here");
+            return -EINVAL;
+        }
+        /* YAML's printable characters leave out the other C0 controls and DEL; a NUL
+         * also crashes libfyaml 0.7.12 as it frees a parser it stopped on one */
+        unsigned char c = (unsigned char)text[i];
+        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+            field_error(x, line, "a control character (byte 0x%02x): YAML allows none", c);
             return -EINVAL;
         }
         blanks = text[i] == ' ' || text[i] == '\t' ? blanks + 1 : 0;

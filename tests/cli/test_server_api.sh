@@ -251,6 +251,12 @@ python3 -c 'import sys; sys.stdout.write("---\n" * 15000)' >"$T/docs.body"
 api 400 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/yaml' --max-time 5 \
     --data-binary @"$T/docs.body"
 error_has "more than 40000 YAML values to read"
+# a NUL in YAML (libfyaml 0.7.12 crashed freeing the parser that stopped on it: found by
+# fuzz_yaml_guard, tests/fuzz/regressions/yaml_guard/nul-after-merge-key.yaml)
+api 400 "$ADMIN" POST /api/v1/jobs -H 'Content-Type: application/yaml' \
+    --data-binary @tests/fuzz/regressions/yaml_guard/nul-after-merge-key.yaml
+error_has "a control character (byte 0x00): YAML allows none"
+api 200 "" GET /healthz
 # YAML's flow style with no declared type is still YAML when it is not JSON
 api 201 "$ADMIN" POST /api/v1/jobs --data-binary '{name: flow, team: search, command: [x]}'
 json_ok "$T/out" "d['name'] == 'flow'"
