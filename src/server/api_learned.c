@@ -65,16 +65,10 @@ void api_learned(Server *s, const HttpRequest *rq, HttpResponse *rp)
  * held; the number resized, or a negative errno. */
 static int resize_waiting(Server *s, const char *cls, const char *by, Changes *ch)
 {
-    char other[LEARN_CLASS_MAX];
     int64_t now = server_now_ms();
     int resized = 0;
-    for (int64_t id = 1; id <= s->max_id; id++) {
-        ServerJob *j = server_job(s, id);
-        if (!j || j->st.state != JOB_PENDING || !j->sj.queued)
-            continue;
-        learn_class_of(&j->spec, other, sizeof(other));
-        if (strcmp(other, cls))
-            continue;
+    ServerJob *j;
+    for (int64_t pos = 0; (j = server_waiting_of_class(s, cls, &pos));) {
         sched_dequeue(&s->sched, &j->sj);
         s->order_stale = true;
         int r = server_job_size_afresh(s, j);

@@ -338,13 +338,9 @@ bool server_worker_ended(const WorkerRun *w)
 static void resize_waiting(Server *s, const ServerJob *learner, const char *cls, int64_t now_ms,
                            Changes *ch)
 {
-    char other[256];
-    for (int64_t id = 1; id <= s->max_id; id++) {
-        ServerJob *j = server_job(s, id);
-        if (!j || j == learner || j->st.state != JOB_PENDING || !j->sj.queued)
-            continue;
-        learn_class_of(&j->spec, other, sizeof(other));
-        if (strcmp(other, cls))
+    ServerJob *j;
+    for (int64_t pos = 0; (j = server_waiting_of_class(s, cls, &pos));) {
+        if (j == learner)
             continue;
         sched_dequeue(&s->sched, &j->sj);
         s->order_stale = true;

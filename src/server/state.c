@@ -182,6 +182,20 @@ int server_job_size(Server *s, ServerJob *j)
     return r;
 }
 
+ServerJob *server_waiting_of_class(Server *s, const char *cls, int64_t *pos)
+{
+    char other[LEARN_CLASS_MAX];
+    while (++*pos <= s->max_id) {
+        ServerJob *j = server_job(s, *pos);
+        if (!j || j->st.state != JOB_PENDING || !j->sj.queued)
+            continue;
+        learn_class_of(&j->spec, other, sizeof(other));
+        if (!strcmp(other, cls))
+            return j;
+    }
+    return NULL;
+}
+
 int server_job_size_afresh(Server *s, ServerJob *j)
 {
     Request r;

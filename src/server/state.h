@@ -347,6 +347,9 @@ int server_job_size(Server *s, ServerJob *j);
 /* Size a queued job again from its spec and what its class learned now (after a class
  * was reset, when it may ask less): 0 unchanged, 1 resized, a negative errno. */
 int server_job_size_afresh(Server *s, ServerJob *j);
+/* The next job after *pos that waits in the queue and is of workload class cls, or NULL
+ * (start with *pos = 0). What a class learns or forgets re-sizes these. */
+ServerJob *server_waiting_of_class(Server *s, const char *cls, int64_t *pos);
 /* The list of jobs holding an allocation. */
 int server_hold(Server *s, ServerJob *j);
 void server_unhold(Server *s, ServerJob *j);
