@@ -28,6 +28,7 @@
  * waiting in an emptying cluster. */
 #include "core/autoscale.h"
 #include "core/learn.h"
+#include "life/life.h"
 #include "sim/evlog.h"
 #include "sim/evq.h"
 #include "sim/sim.h"
@@ -49,24 +50,25 @@ typedef enum Phase {
     PH_NEVER, /* unschedulable on this cluster */
 } Phase;
 
+/* A job as simulated: its lifecycle (life.h), which the orchestrator sees, and the
+ * model of its workload, which only the simulator knows (how much work it has done, how
+ * fast it runs, when it checkpoints). */
 typedef struct SimJob {
-    SchedJob sj; /* sj.id is the job's index */
+    SchedJob sj;  /* sj.id is the job's index */
+    LifeJob life; /* life.sj is &sj; life.saved_work_ms the work a resume starts from (its
+                   * last checkpoint) */
     uint8_t phase;
     uint64_t epoch;    /* bumped when a posted event about the job becomes stale */
     uint64_t move_seq; /* its moves so far: an EV_MOVED of an earlier one is stale */
     double work_ms;    /* total work at full speed */
     double done_ms;    /* work done */
-    double saved_ms;   /* work a resume starts from (the last checkpoint) */
     double speed;      /* work per simulated ms while running */
     int64_t since_ms;  /* when the current phase began */
     int64_t hold_since_ms;
     int64_t first_start_ms, finish_ms, wait_since_ms;
     int64_t held_ms; /* time holding GPUs while running, checkpointing or stopping */
     double busy_eq, alloc_eq;
-    double gpus_asked;
-    double attained_base; /* GPU ms run before the current run */
     int64_t ckpt_interval_ms, ckpt_cost_ms;
-    int64_t estimate_total_ms;
     uint32_t team;
     int64_t stop_at_ms;          /* stopping: when its last checkpoint is done */
     double saved_before_stop_ms; /* stopping: what a checkpoint cut short leaves it with */
@@ -88,6 +90,7 @@ typedef struct TimeSim {
     ScoreCache cache;
     Sched sched;
     Learn learn;
+    Life life; /* what happens to the jobs after the core decides (life.h) */
     Rng rng;
     EventQueue q;
     SimJob *jobs;
@@ -111,8 +114,7 @@ typedef struct TimeSim {
     size_t running;
     Sample *samples;
     size_t n_samples, samples_cap;
-    size_t preemptions, reconfigurations, ooms, oom_repeats, drains, server_moves;
-    size_t unfit; /* jobs whose class outgrew every GPU: never run again */
+    size_t preemptions, reconfigurations, drains, server_moves;
     double lost_gpu_ms, ckpt_gpu_ms;
     bool dirty;
     uint64_t changes; /* bumped by every event that changes something */
@@ -343,7 +345,7 @@ static double demand_of(const TimeSim *s, uint32_t j)
 {
     const JobSpec *spec = spec_of(s, j);
     return spec->busy_milli == BUSY_ALL ? INFINITY
-                                        : spec->busy_milli / 1000.0 * s->jobs[j].gpus_asked;
+                                        : spec->busy_milli / 1000.0 * s->jobs[j].life.gpus_asked;
 }
 
 static int start_run(TimeSim *s, uint32_t j)
@@ -366,6 +368,11 @@ static int start_run(TimeSim *s, uint32_t j)
     if (sj->first_start_ms < 0)
         sj->first_start_ms = s->now_ms;
     s->running++;
+    for (size_t w = 0; w < sj->life.n_workers; w++) {
+        int err = life_worker_running(&s->life, &sj->life, w, s->now_ms, s->now_ms);
+        if (err)
+            return err;
+    }
     on_spot(s, j);
     evlog_workers(&s->ev, s->c, s->now_ms, "start", spec->name, &sj->sj.pl);
     /* too big for what it got: it runs out of memory as it loads */
@@ -376,11 +383,11 @@ static int start_run(TimeSim *s, uint32_t j)
         return evq_push(&s->q, at, EV_OOM, j, sj->epoch);
     }
     int err = next_event(s, j);
-    if (!err && s->sp->sched.order == SCHED_ORDER_TIRESIAS && sj->gpus_asked > 0) {
+    if (!err && s->sp->sched.order == SCHED_ORDER_TIRESIAS && sj->life.gpus_asked > 0) {
         /* wake the scheduler when the job drops to the lower queue */
-        double thr = s->sp->sched.tiresias_threshold_gpu_ms, at = sj->attained_base;
+        double thr = s->sp->sched.tiresias_threshold_gpu_ms, at = sj->life.attained_base_ms;
         if (at < thr)
-            err = evq_push(&s->q, s->now_ms + (int64_t)ceil((thr - at) / sj->gpus_asked),
+            err = evq_push(&s->q, s->now_ms + (int64_t)ceil((thr - at) / sj->life.gpus_asked),
                            EV_SCHEDULE, j, sj->epoch);
     }
     return err;
@@ -390,7 +397,9 @@ static int start_run(TimeSim *s, uint32_t j)
 static int bind(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
-    int err = hold(s, j);
+    int err = life_start(&s->life, &sj->life, s->now_ms);
+    if (!err)
+        err = hold(s, j);
     if (err)
         return err;
     if (sj->alloc_eq > 0) {
@@ -449,76 +458,99 @@ static int end_move(TimeSim *s, uint32_t j)
     return 0;
 }
 
-/* Take a job off the GPUs: what it held is released in the core. */
-static void take_off(TimeSim *s, uint32_t j)
+/* ---- the lifecycle's sink (life.h) ---- */
+
+static SimJob *sim_job(LifeJob *lj)
 {
-    SimJob *sj = &s->jobs[j];
+    return CONTAINER_OF(lj, SimJob, life);
+}
+
+/* A job gives its GPUs back (the lifecycle releases them in the core next): its held
+ * and used compute leave the totals. */
+static int on_release(void *arg, LifeJob *lj, int64_t now_ms)
+{
+    TimeSim *s = arg;
+    SimJob *sj = sim_job(lj);
+    uint32_t j = lj->sj->id;
     bool productive = sj->phase == PH_RUNNING;
     if (sj->phase == PH_RUNNING || sj->phase == PH_CHECKPOINTING || sj->phase == PH_STOPPING)
-        sj->held_ms += s->now_ms - sj->hold_since_ms;
+        sj->held_ms += now_ms - sj->hold_since_ms;
     if (sj->phase == PH_RUNNING || sj->phase == PH_CHECKPOINTING)
         s->running--;
     account(s, j, -1, productive);
-    sj->attained_base += (double)(s->now_ms - sj->sj.run_start_ms) * sj->gpus_asked;
     sj->alloc_eq = sj->busy_eq = 0;
-    if (sj->sj.moving)
-        evlog_workers(&s->ev, s->c, s->now_ms, "moved", spec_of(s, j)->name, &sj->sj.moved_from);
-    sched_release(&s->sched, &sj->sj, s->now_ms);
+    if (lj->sj->moving)
+        evlog_workers(&s->ev, s->c, now_ms, "moved", spec_of(s, j)->name, &lj->sj->moved_from);
     unhold(s, j);
     sj->epoch++;
     s->dirty = true;
+    return 0;
 }
 
-static int enqueue(TimeSim *s, uint32_t j)
+/* The lifecycle moved a job: queued (again), done, or failed (its class outgrew every
+ * GPU, or it ran out of memory with no larger grant to try). */
+static int on_changed(void *arg, LifeJob *lj)
 {
-    SimJob *sj = &s->jobs[j];
-    sj->phase = PH_WAITING;
-    sj->wait_since_ms = s->now_ms;
-    sj->sj.attained_gpu_ms = sj->attained_base;
-    sj->sj.estimate_ms = sj->estimate_total_ms == NO_DURATION
-                             ? NO_DURATION
-                             : (int64_t)MAX(0.0, (double)sj->estimate_total_ms - sj->done_ms);
-    int err = learn_size_request(&s->learn, s->c, spec_of(s, j), &sj->sj.req);
-    if (err == 2) {
-        /* its class ran out of memory on the largest GPU there is: it can never run */
+    TimeSim *s = arg;
+    SimJob *sj = sim_job(lj);
+    switch (lj->state) {
+    case LIFE_PENDING:
+        if (sj->phase != PH_WAITING) {
+            sj->phase = PH_WAITING;
+            sj->wait_since_ms = s->now_ms;
+        }
+        s->dirty = true;
+        break;
+    case LIFE_SUCCEEDED:
+        sj->phase = PH_DONE;
+        sj->finish_ms = s->now_ms;
+        break;
+    case LIFE_FAILED:
+    case LIFE_CANCELLED:
         sj->phase = PH_NEVER;
-        s->unfit++;
-        evlog_job(&s->ev, s->now_ms, "unschedulable", spec_of(s, j)->name,
-                  "its workload class needs more GPU memory than any GPU of the cluster has");
-        return 0;
+        s->dirty = true;
+        break;
+    default:
+        break;
     }
-    if (err >= 0)
-        err = sched_enqueue(&s->sched, &sj->sj);
-    s->dirty = true;
-    return err;
+    return 0;
 }
 
-/* The class cls learned: its jobs already waiting (not j) are sized from it where they
- * wait, as the server does, or can never run. */
-static int resize_waiting(TimeSim *s, uint32_t j, const char *cls)
+/* What the event log shows of the lifecycle's events (the simulator logs starts, stops
+ * and finishes itself, with their GPUs). */
+static int on_event(void *arg, LifeJob *lj, int64_t t_ms, const char *type, const char *detail)
 {
-    char other[256];
-    for (size_t i = 0; i < s->n_jobs; i++) {
+    TimeSim *s = arg;
+    const char *name = spec_of(s, lj->sj->id)->name;
+    if (!strcmp(type, "oom"))
+        evlog_job(&s->ev, t_ms, "oom", name, NULL);
+    else if (!strcmp(type, "fail") && lj->unfit)
+        evlog_job(&s->ev, t_ms, "unschedulable", name, detail);
+    return 0;
+}
+
+/* The waiting jobs of a class, by index. */
+static LifeJob *next_waiting(void *arg, const char *cls, int64_t *pos)
+{
+    TimeSim *s = arg;
+    char other[LEARN_CLASS_MAX];
+    for (size_t i = (size_t)*pos; i < s->n_jobs; i++) {
         SimJob *w = &s->jobs[i];
-        if (i == j || w->phase != PH_WAITING || !w->sj.queued)
+        if (w->phase != PH_WAITING || !w->sj.queued)
             continue;
         learn_class_of(spec_of(s, (uint32_t)i), other, sizeof(other));
         if (strcmp(other, cls))
             continue;
-        sched_dequeue(&s->sched, &w->sj);
-        int err = learn_size_request(&s->learn, s->c, spec_of(s, (uint32_t)i), &w->sj.req);
-        if (err == 2) {
-            w->phase = PH_NEVER;
-            s->unfit++;
-            evlog_job(&s->ev, s->now_ms, "unschedulable", spec_of(s, (uint32_t)i)->name,
-                      "its workload class needs more GPU memory than any GPU of the cluster has");
-            continue;
-        }
-        if (err < 0 || (err = sched_enqueue(&s->sched, &w->sj)) < 0)
-            return err;
+        *pos = (int64_t)i + 1;
+        return &w->life;
     }
-    s->dirty = true;
-    return 0;
+    *pos = (int64_t)s->n_jobs;
+    return NULL;
+}
+
+static int enqueue(TimeSim *s, uint32_t j)
+{
+    return life_enqueue(&s->life, &s->jobs[j].life, s->now_ms);
 }
 
 /* A preemption signal: checkpoint within the grace (at most max_grace) when the cost
@@ -529,24 +561,23 @@ static int signal_stop_within(TimeSim *s, uint32_t j, int64_t max_grace)
     if (sj->phase == PH_BINDING) {
         /* never started: let go at once */
         evlog_workers(&s->ev, s->c, s->now_ms, "preempt", spec_of(s, j)->name, &sj->sj.pl);
-        take_off(s, j);
-        sj->phase = PH_WAITING;
         s->preemptions++;
-        return enqueue(s, j);
+        int err = life_stop(&s->life, &sj->life, LIFE_STOP_PREEMPT, true, s->now_ms);
+        return err ? err : life_end_workers(&s->life, &sj->life, LIFE_WORKER_GONE, -1, s->now_ms);
     }
     advance(s, sj);
     bool was_running = sj->phase == PH_RUNNING;
     int64_t grace = MIN(sj->sj.grace_ms, max_grace), stop_in;
-    sj->saved_before_stop_ms = sj->saved_ms;
+    sj->saved_before_stop_ms = sj->life.saved_work_ms;
     /* a job that declares no checkpoint cost is taken to checkpoint for free */
     if (sj->ckpt_cost_ms <= grace) {
-        sj->saved_ms = sj->done_ms; /* a last checkpoint within the grace */
+        sj->life.saved_work_ms = sj->done_ms; /* a last checkpoint within the grace */
         stop_in = sj->ckpt_cost_ms;
         s->ckpt_gpu_ms += sj->alloc_eq * (double)stop_in;
     } else {
-        double lost = sj->done_ms - sj->saved_ms;
+        double lost = sj->done_ms - sj->life.saved_work_ms;
         s->lost_gpu_ms += sj->alloc_eq * lost / sj->speed;
-        sj->done_ms = sj->saved_ms;
+        sj->done_ms = sj->life.saved_work_ms;
         stop_in = grace;
     }
     if (was_running) {
@@ -562,7 +593,8 @@ static int signal_stop_within(TimeSim *s, uint32_t j, int64_t max_grace)
     sj->epoch++;
     s->preemptions++;
     evlog_workers(&s->ev, s->c, s->now_ms, "preempt", spec_of(s, j)->name, &sj->sj.pl);
-    return evq_push(&s->q, s->now_ms + stop_in, EV_STOPPED, j, sj->epoch);
+    int err = life_stop(&s->life, &sj->life, LIFE_STOP_PREEMPT, true, s->now_ms);
+    return err ? err : evq_push(&s->q, s->now_ms + stop_in, EV_STOPPED, j, sj->epoch);
 }
 
 static int signal_stop(TimeSim *s, uint32_t j)
@@ -691,9 +723,8 @@ static int on_gone(TimeSim *s, uint32_t node)
         uint32_t j = s->on_node[i];
         SimJob *sj = &s->jobs[j];
         s->lost_gpu_ms += sj->alloc_eq * (sj->done_ms - sj->saved_before_stop_ms) / sj->speed;
-        sj->done_ms = sj->saved_ms = sj->saved_before_stop_ms;
-        take_off(s, j);
-        err = enqueue(s, j);
+        sj->done_ms = sj->life.saved_work_ms = sj->saved_before_stop_ms;
+        err = life_end_workers(&s->life, &sj->life, LIFE_WORKER_GONE, -1, s->now_ms);
     }
     sweep_leaving(s);
     return k < 0 ? k : err;
@@ -788,14 +819,15 @@ static void refresh_running(TimeSim *s)
     for (size_t i = 0; i < s->n_holding; i++) {
         SimJob *sj = &s->jobs[s->holding[i]];
         double ran = (double)(s->now_ms - sj->sj.run_start_ms);
-        sj->sj.attained_gpu_ms = sj->attained_base + (ran > 0 ? ran : 0) * sj->gpus_asked;
-        if (sj->estimate_total_ms == NO_DURATION) {
+        sj->sj.attained_gpu_ms =
+            sj->life.attained_base_ms + (ran > 0 ? ran : 0) * sj->life.gpus_asked;
+        if (sj->life.estimate_total_ms == NO_DURATION) {
             sj->sj.estimate_ms = NO_DURATION;
         } else {
             double done = sj->done_ms;
             if (sj->phase == PH_RUNNING)
                 done += (double)(s->now_ms - sj->since_ms) * sj->speed;
-            double left = (double)sj->estimate_total_ms - done;
+            double left = (double)sj->life.estimate_total_ms - done;
             sj->sj.estimate_ms = left > 0 ? (int64_t)left : 0;
         }
     }
@@ -889,31 +921,26 @@ static int schedule(TimeSim *s)
 
 /* ---- events ---- */
 
+/* The job runs out of GPU memory: its worker granted the least memory overruns it (a
+ * job's peak is per worker), the work since the last checkpoint is lost with the
+ * process, the rest of the gang is torn down, and the lifecycle teaches the class and
+ * queues the job one size up. */
 static int on_oom(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
     const JobSpec *spec = spec_of(s, j);
-    char cls[LEARN_CLASS_MAX];
-    learn_class_of(spec, cls, sizeof(cls));
-    /* a job's peak is per worker, and what its class learns per GPU (learn_per_gpu) */
     const WorkerAlloc *wa = least_worker(s->c, &sj->sj.pl);
     if (!wa)
         return -EINVAL; /* only a job given GPU memory overruns it */
-    int before = learn_oom(&s->learn, cls, learn_per_gpu(s->c, wa, spec->peak_memory_mib),
-                           learn_per_gpu(s->c, wa, learn_granted_mib(s->c, wa)));
-    if (before < 0)
-        return before;
-    if (before > 0)
-        s->oom_repeats++; /* the class had run out before, and was sized, and still did */
-    s->ooms++;
     advance(s, sj);
-    /* the work since the last checkpoint is lost with the process */
-    s->lost_gpu_ms += sj->alloc_eq * (sj->done_ms - sj->saved_ms) / sj->speed;
-    sj->done_ms = sj->saved_ms;
-    evlog_job(&s->ev, s->now_ms, "oom", spec->name, NULL);
-    take_off(s, j);
-    int err = resize_waiting(s, j, cls);
-    return err < 0 ? err : enqueue(s, j);
+    s->lost_gpu_ms += sj->alloc_eq * (sj->done_ms - sj->life.saved_work_ms) / sj->speed;
+    sj->done_ms = sj->life.saved_work_ms;
+    size_t w = (size_t)(wa - sj->sj.pl.workers);
+    int err = life_worker_end(&s->life, &sj->life, w, LIFE_WORKER_EXITED, 1, spec->peak_memory_mib,
+                              true, s->now_ms);
+    if (!err && sj->life.state == LIFE_STOPPING)
+        err = life_end_workers(&s->life, &sj->life, LIFE_WORKER_EXITED, 128 + 9, s->now_ms);
+    return err;
 }
 
 static int handle(TimeSim *s, const Event *e)
@@ -937,10 +964,7 @@ static int handle(TimeSim *s, const Event *e)
             return 0;
         advance(s, sj);
         evlog_workers(&s->ev, s->c, s->now_ms, "finish", spec_of(s, e->job)->name, &sj->sj.pl);
-        take_off(s, e->job);
-        sj->phase = PH_DONE;
-        sj->finish_ms = s->now_ms;
-        return 0;
+        return life_end_workers(&s->life, &sj->life, LIFE_WORKER_EXITED, 0, s->now_ms);
     case EV_CHECKPOINT:
         if (!live || sj->phase != PH_RUNNING)
             return 0;
@@ -955,8 +979,7 @@ static int handle(TimeSim *s, const Event *e)
         if (!live || sj->phase != PH_CHECKPOINTING)
             return 0;
         advance(s, sj);
-        sj->saved_ms = sj->done_ms;
-        sj->sj.last_checkpoint_ms = s->now_ms;
+        life_checkpoint(&sj->life, s->now_ms, sj->done_ms);
         account(s, e->job, -1, false);
         sj->busy_eq = MIN(demand_of(s, e->job), sj->alloc_eq);
         account(s, e->job, +1, true);
@@ -966,8 +989,8 @@ static int handle(TimeSim *s, const Event *e)
     case EV_STOPPED:
         if (!live || sj->phase != PH_STOPPING)
             return 0;
-        take_off(s, e->job);
-        return enqueue(s, e->job);
+        /* its workers took the signal: exited, having checkpointed or not */
+        return life_end_workers(&s->life, &sj->life, LIFE_WORKER_EXITED, 128 + 15, s->now_ms);
     case EV_OOM:
         if (!live || sj->phase != PH_RUNNING)
             return 0;
@@ -1014,6 +1037,7 @@ static void bill(TimeSim *s, TimeResult *res, double cap_gpu_ms);
 static void sim_free(TimeSim *s)
 {
     for (size_t i = 0; s->jobs && i < s->n_jobs; i++) {
+        life_job_free(&s->jobs[i].life);
         placement_free(&s->jobs[i].sj.pl);
         placement_free(&s->jobs[i].sj.moved_from);
     }
@@ -1097,6 +1121,14 @@ static int setup(TimeSim *s)
     SchedConfig cfg = s->sp->sched;
     cfg.min_runtime_ms = in->opt.min_runtime_ms;
     cfg.half_life_ms = in->opt.half_life_ms;
+    s->life = (Life){.c = s->c,
+                     .sched = &s->sched,
+                     .learn = &s->learn,
+                     .sink = {.arg = s,
+                              .changed = on_changed,
+                              .event = on_event,
+                              .release = on_release,
+                              .next_waiting = next_waiting}};
     return sched_init(&s->sched, s->c, &s->ctx, &cfg, prep->n_shapes);
 }
 
@@ -1135,15 +1167,20 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
             .grace_ms = j->checkpoint_grace_ms > 0 ? j->checkpoint_grace_ms : in->opt.grace_ms,
             .nominated = SCHED_NONE,
         };
+        sj->life.sj = &sj->sj;
+        sj->life.spec = j;
+        sj->life.exit_code = -1;
+        sj->life.start_ms = sj->life.end_ms = sj->life.checkpoint_ms = -1;
         sj->team = prep->team_of[i];
         sj->first_start_ms = -1;
         sj->work_ms = (double)j->duration_ms;
-        sj->gpus_asked = (double)r->workers * (r->kind == REQ_GPUS   ? r->gpus
-                                               : r->kind == REQ_NONE ? 0
-                                                                     : 1);
+        sj->life.gpus_asked = (double)r->workers * (r->kind == REQ_GPUS   ? r->gpus
+                                                    : r->kind == REQ_NONE ? 0
+                                                                          : 1);
         sj->ckpt_interval_ms = j->checkpoint_interval_ms;
         sj->ckpt_cost_ms = j->checkpoint_cost_ms;
-        sj->estimate_total_ms = in->opt.oracle_estimates ? j->duration_ms : j->duration_estimate_ms;
+        sj->life.estimate_total_ms =
+            in->opt.oracle_estimates ? j->duration_ms : j->duration_estimate_ms;
         res->submitted++;
         if (prep->unschedulable[i] || j->duration_ms < 0) {
             sj->phase = PH_NEVER;
@@ -1207,7 +1244,7 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     integrate_window(&s, s.last_ms, s.t0_ms + in->opt.window_to_ms);
     /* the run ends with the last event; what still waits never got placed */
     res->never_placed = sched_queue_len(&s.sched);
-    res->unschedulable += s.unfit;
+    res->unschedulable += s.life.unfit;
     int n_left = sched_order(&s.sched);
     if (n_left < 0) {
         err = n_left;
@@ -1238,8 +1275,8 @@ int sim_run_time(const SimInput *in, const SimPolicy *sp, uint64_t seed, RunResu
     bill(&s, res, cap_run);
     res->preemptions = s.preemptions;
     res->reconfigurations = s.reconfigurations;
-    res->oom_failures = s.ooms;
-    res->oom_repeats = s.oom_repeats;
+    res->oom_failures = s.life.ooms;
+    res->oom_repeats = s.life.oom_repeats;
     res->drains = s.drains;
     res->server_moves = s.server_moves;
     res->lost_gpu_hours = s.lost_gpu_ms / 3.6e6;

@@ -1,5 +1,6 @@
 /* macro.h: small language helpers shared by every layer: cleanup attributes (the
- * systemd idiom), array sizes, min/max. Header-only, no system headers beyond libc. */
+ * systemd idiom), array sizes, min/max, the struct around a member. Header-only, no system headers
+ * beyond libc. */
 #pragma once
 
 #include <stddef.h>
@@ -9,6 +10,8 @@
 #define MIN(a, b)     ((a) < (b) ? (a) : (b))
 #define MAX(a, b)     ((a) > (b) ? (a) : (b))
 #define UNUSED        __attribute__((unused))
+/* The struct of type t whose member m p points to. */
+#define CONTAINER_OF(p, t, m) ((t *)(void *)((char *)(p)-offsetof(t, m)))
 
 static inline void freep(void *p)
 {
