@@ -296,17 +296,17 @@ static void run_fails(KubeEngine *e, KGroup *g, ServerJob *j, const char *why, C
 {
     int64_t now = server_now_ms();
     /* workers whose pods were not bound never started; the stop evicts the bound ones */
-    for (size_t w = 0; w < j->n_workers; w++) {
-        WorkerRun *wr = &j->workers[w];
+    for (size_t w = 0; w < j->life.n_workers; w++) {
+        LifeWorker *wr = &j->life.workers[w];
         KPod *kp = pod_of_worker(g, (int32_t)w, wr->run);
-        if (wr->state != WORKER_ASSIGNED || (kp && (kp->bound || kp->binding)))
+        if (wr->state != LIFE_WORKER_ASSIGNED || (kp && (kp->bound || kp->binding)))
             continue;
         if (kp)
             kp->rank = -1;
-        wr->state = WORKER_GONE;
+        wr->state = LIFE_WORKER_GONE;
     }
     changes_event(ch, j, now, "lost", why);
-    server_job_stop(e->s, j, STOP_PREEMPT, true, now, ch);
+    server_job_stop(e->s, j, LIFE_STOP_PREEMPT, true, now, ch);
 }
 
 /* Ask the MIG manager for the layouts the run's placement set, once per run. */
@@ -348,12 +348,12 @@ static void start_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
     ask_mig(e, g, j);
     /* a gang binds whole: none of its pods before every layout it needs is in */
     bool mig_wait = false;
-    for (size_t w = 0; w < j->n_workers && !mig_wait; w++)
-        mig_wait = e->nodes[j->workers[w].node].mig_want != NULL;
+    for (size_t w = 0; w < j->life.n_workers && !mig_wait; w++)
+        mig_wait = e->nodes[j->life.workers[w].node].mig_want != NULL;
     size_t placed = 0; /* workers whose pods are bound or being bound */
-    for (size_t w = 0; w < j->n_workers; w++) {
-        WorkerRun *wr = &j->workers[w];
-        if (wr->state != WORKER_ASSIGNED)
+    for (size_t w = 0; w < j->life.n_workers; w++) {
+        LifeWorker *wr = &j->life.workers[w];
+        if (wr->state != LIFE_WORKER_ASSIGNED)
             continue;
         KPod *kp = pod_of_worker(g, (int32_t)w, wr->run);
         if (!kp && !(kp = take_free_pod(g, (int32_t)w, wr->run))) {
@@ -383,16 +383,16 @@ static void start_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
         push_pod(e, resume ? KA_RESUME : KA_BIND, kp, node, resume ? j->st.checkpoint : NULL);
     }
     /* every worker has its pod: nothing more to do for this run until its pods move */
-    if (placed == j->n_workers)
+    if (placed == j->life.n_workers)
         g->bound_run = j->st.run;
 }
 
 static void stop_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
 {
     bool changed = false;
-    for (size_t w = 0; w < j->n_workers; w++) {
-        WorkerRun *wr = &j->workers[w];
-        if (server_worker_ended(wr))
+    for (size_t w = 0; w < j->life.n_workers; w++) {
+        LifeWorker *wr = &j->life.workers[w];
+        if (life_worker_ended(wr))
             continue;
         KPod *kp = pod_of_worker(g, (int32_t)w, wr->run);
         if (kp && kp->binding)
@@ -400,14 +400,14 @@ static void stop_run(KubeEngine *e, KGroup *g, ServerJob *j, Changes *ch)
         if (!kp || !kp->bound) {
             if (kp)
                 kp->rank = -1; /* never bound: free for the next run */
-            wr->state = WORKER_GONE;
+            wr->state = LIFE_WORKER_GONE;
             changed = true;
             continue;
         }
         if (kp->evicting || kp->p.deleting)
             continue;
         kp->evicting = true;
-        push_pod(e, j->stop_mode == STOP_CANCEL ? KA_DELETE : KA_EVICT, kp, NULL, NULL);
+        push_pod(e, j->life.stop_mode == LIFE_STOP_CANCEL ? KA_DELETE : KA_EVICT, kp, NULL, NULL);
         e->evictions++;
     }
     if (changed)
@@ -433,16 +433,16 @@ static void act_runs(KubeEngine *e)
     for (size_t i = 0; ids && i < k; i++) {
         ServerJob *j = server_job(s, ids[i]);
         KGroup *g = j ? kgroup_of_job(e, ids[i]) : NULL;
-        if (!j || !j->workers)
+        if (!j || !j->life.workers)
             continue;
         if (!g) {
             /* a run a restart reloaded whose pods are all gone: it cannot go on */
-            for (size_t w = 0; w < j->n_workers; w++)
-                if (!server_worker_ended(&j->workers[w]))
-                    j->workers[w].state = WORKER_GONE;
+            for (size_t w = 0; w < j->life.n_workers; w++)
+                if (!life_worker_ended(&j->life.workers[w]))
+                    j->life.workers[w].state = LIFE_WORKER_GONE;
             changes_event(&ch, j, server_now_ms(), "lost", "its pods are gone");
             if (j->st.state != JOB_STOPPING)
-                server_job_stop(s, j, STOP_PREEMPT, true, server_now_ms(), &ch);
+                server_job_stop(s, j, LIFE_STOP_PREEMPT, true, server_now_ms(), &ch);
             else
                 server_job_progress(s, j, server_now_ms(), &ch);
             continue;

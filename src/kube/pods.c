@@ -162,22 +162,22 @@ static void pod_free_mem(KPod *kp)
 }
 
 /* The job's worker this pod is, in the current run, or NULL. */
-static WorkerRun *pod_worker(KubeEngine *e, KPod *kp, ServerJob **ret_job)
+static LifeWorker *pod_worker(KubeEngine *e, KPod *kp, ServerJob **ret_job)
 {
     ServerJob *j = kp->g ? group_job(e, kp->g) : NULL;
-    if (!j || kp->rank < 0 || !j->workers || (size_t)kp->rank >= j->n_workers ||
-        j->workers[kp->rank].run != kp->run)
+    if (!j || kp->rank < 0 || !j->life.workers || (size_t)kp->rank >= j->life.n_workers ||
+        j->life.workers[kp->rank].run != kp->run)
         return NULL;
     *ret_job = j;
-    return &j->workers[kp->rank];
+    return &j->life.workers[kp->rank];
 }
 
 /* A pod's phase moves its worker along; gone: the pod was deleted. */
 static void pod_progress(KubeEngine *e, KPod *kp, bool gone, Changes *ch)
 {
     ServerJob *j = NULL;
-    WorkerRun *w = pod_worker(e, kp, &j);
-    if (!w || server_worker_ended(w))
+    LifeWorker *w = pod_worker(e, kp, &j);
+    if (!w || life_worker_ended(w))
         return;
     int64_t now = server_now_ms();
     if (kp->ckpt && (!j->st.checkpoint || strcmp(j->st.checkpoint, kp->ckpt))) {
@@ -185,36 +185,36 @@ static void pod_progress(KubeEngine *e, KPod *kp, bool gone, Changes *ch)
         free(j->st.checkpoint);
         j->st.checkpoint = strdup(kp->ckpt);
         j->st.checkpoint_ms = now;
-        j->sj.last_checkpoint_ms = now;
+        life_checkpoint_run(&j->life, now);
         changes_event(ch, j, now, "checkpoint", kp->ckpt);
     }
     if (kp->p.deleting && !gone)
         return; /* its end comes with the DELETED event, once its grace is over */
     if (gone) {
         if (j->st.state == JOB_STOPPING) {
-            w->state = WORKER_EXITED;
+            w->state = LIFE_WORKER_EXITED;
             w->exit_code = kp->p.exit_code >= 0 ? kp->p.exit_code : 128 + 15;
             server_job_progress(e->s, j, now, ch);
             return;
         }
-        w->state = WORKER_GONE;
+        w->state = LIFE_WORKER_GONE;
         char why[600];
         snprintf(why, sizeof(why), "pod %s/%s was deleted while it ran", kp->p.ns, kp->p.name);
         changes_event(ch, j, now, "lost", why);
-        server_job_stop(e->s, j, STOP_PREEMPT, true, now, ch);
+        server_job_stop(e->s, j, LIFE_STOP_PREEMPT, true, now, ch);
         return;
     }
     switch (kp->p.phase) {
     case POD_RUNNING:
-        if (w->state == WORKER_ASSIGNED) {
-            w->state = WORKER_RUNNING;
+        if (w->state == LIFE_WORKER_ASSIGNED) {
+            w->state = LIFE_WORKER_RUNNING;
             w->start_ms = now;
             server_job_progress(e->s, j, now, ch);
         }
         break;
     case POD_SUCCEEDED:
     case POD_FAILED:
-        w->state = WORKER_EXITED;
+        w->state = LIFE_WORKER_EXITED;
         w->exit_code = kp->p.phase == POD_SUCCEEDED ? 0 : kp->p.exit_code > 0 ? kp->p.exit_code : 1;
         if (w->start_ms < 0)
             w->start_ms = now;
@@ -229,20 +229,20 @@ static void pod_progress(KubeEngine *e, KPod *kp, bool gone, Changes *ch)
  * takes the first worker on its node that has no pod. */
 static void adopt_bound(KubeEngine *e, KGroup *g, ServerJob *j)
 {
-    if (!j->workers)
+    if (!j->life.workers)
         return;
     for (size_t i = 0; i < g->n_pods; i++) {
         KPod *kp = g->pods[i];
         if (kp->rank >= 0 || !kp->p.node)
             continue;
         int node = cluster_find_node(e->s->c, kp->p.node);
-        for (size_t w = 0; w < j->n_workers && node >= 0; w++) {
+        for (size_t w = 0; w < j->life.n_workers && node >= 0; w++) {
             bool taken = false;
             for (size_t k = 0; k < g->n_pods && !taken; k++)
-                taken = g->pods[k]->rank == (int32_t)w && g->pods[k]->run == j->workers[w].run;
-            if (!taken && j->workers[w].node == (uint32_t)node) {
+                taken = g->pods[k]->rank == (int32_t)w && g->pods[k]->run == j->life.workers[w].run;
+            if (!taken && j->life.workers[w].node == (uint32_t)node) {
                 kp->rank = (int32_t)w;
-                kp->run = j->workers[w].run;
+                kp->run = j->life.workers[w].run;
                 kp->bound = true;
                 break;
             }

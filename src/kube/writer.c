@@ -195,14 +195,14 @@ static void settle(KubeEngine *e, const KAct *a, long st, const char *msg)
                   a->node, st, msg);
         ServerJob *j = kp->g && kp->g->job ? server_job(s, kp->g->job) : NULL;
         if (j && (j->st.state == JOB_STARTING || j->st.state == JOB_STOPPING) && kp->rank >= 0 &&
-            (size_t)kp->rank < j->n_workers && j->workers[kp->rank].run == kp->run) {
+            (size_t)kp->rank < j->life.n_workers && j->life.workers[kp->rank].run == kp->run) {
             char why[700];
             snprintf(why, sizeof(why), "binding pod %s to %s failed: %s", a->pod, a->node, msg);
             /* this worker never started; the stop that follows evicts the gang's others */
-            j->workers[kp->rank].state = WORKER_GONE;
+            j->life.workers[kp->rank].state = LIFE_WORKER_GONE;
             kp->rank = -1;
             changes_event(&ch, j, server_now_ms(), "lost", why);
-            server_job_stop(s, j, STOP_PREEMPT, true, server_now_ms(), &ch);
+            server_job_stop(s, j, LIFE_STOP_PREEMPT, true, server_now_ms(), &ch);
         }
         break;
     }

@@ -111,6 +111,7 @@ int life_start(Life *l, LifeJob *j, int64_t now_ms)
     j->requeue = false;
     j->sj->run_start_ms = now_ms;
     j->sj->last_checkpoint_ms = now_ms;
+    j->start_saved_ms = j->saved_work_ms;
     int err = changed(l, j);
     if (err) {
         buf_free(&where);
@@ -369,6 +370,17 @@ void life_checkpoint(LifeJob *j, int64_t t_ms, double saved_work_ms)
     j->checkpoint_ms = t_ms;
     j->sj->last_checkpoint_ms = t_ms;
     j->saved_work_ms = saved_work_ms;
+}
+
+void life_checkpoint_run(LifeJob *j, int64_t t_ms)
+{
+    double ran = (double)(t_ms - j->sj->run_start_ms);
+    life_checkpoint(j, t_ms, j->start_saved_ms + MAX(0.0, ran));
+}
+
+int life_end(Life *l, LifeJob *j, LifeState final, int64_t now_ms)
+{
+    return end_job(l, j, final, now_ms);
 }
 
 bool life_on_node(const LifeJob *j, uint32_t node, bool running_only)

@@ -56,6 +56,10 @@ typedef struct LifeWorker {
     int64_t start_ms;  /* reported running since, -1 before */
     uint64_t peak_mib; /* the most GPU memory it was seen to use, 0: unknown */
     bool oom;          /* it ran out of the GPU memory it was given */
+    /* the driver's, which the lifecycle leaves alone: */
+    uint32_t run;  /* the job's run it belongs to (the server's agents key it by job, run, rank) */
+    int32_t pid;   /* its process on its node */
+    bool reported; /* named in the report being handled */
 } LifeWorker;
 
 static inline bool life_worker_ended(const LifeWorker *w)
@@ -91,6 +95,7 @@ typedef struct LifeJob {
     int64_t checkpoint_ms;     /* its last completed checkpoint, -1: none */
     int64_t estimate_total_ms; /* its whole run at full speed, NO_DURATION when unknown */
     double saved_work_ms;      /* work its last checkpoint saved, in ms at full speed */
+    double start_saved_ms;     /* saved_work_ms when the current run started (resumed) */
     double gpus_asked;         /* GPUs it asks (Tiresias counts attained service in them) */
     double attained_base_ms;   /* GPUs x ms run before the current run */
 } LifeJob;
@@ -165,6 +170,12 @@ int life_node_gone(Life *l, LifeJob *j, uint32_t node, const char *why, int64_t 
 
 /* A checkpoint completed at t_ms, saving saved_work_ms of work in all. */
 void life_checkpoint(LifeJob *j, int64_t t_ms, double saved_work_ms);
+/* A checkpoint of the current run completed at t_ms, the run having worked at full
+ * speed since it started from its last checkpoint (what a real run is taken to do). */
+void life_checkpoint_run(LifeJob *j, int64_t t_ms);
+
+/* A job out of the queue and holding nothing (a driver parked it) ends so. */
+int life_end(Life *l, LifeJob *j, LifeState final, int64_t now_ms);
 
 /* Does j hold a worker on node that has not ended (that runs, when running_only)? */
 bool life_on_node(const LifeJob *j, uint32_t node, bool running_only);

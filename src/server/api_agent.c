@@ -52,10 +52,10 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
     bool ended = state && strcmp(state, "running");
     ServerJob *j = server_job(s, id);
     /* the other worker of a move: its replacement, or the old worker retiring */
-    bool shadow = j && j->workers && j->move != MOVE_NONE && rank == 0 && j->shadow.run == run &&
-                  j->shadow.node == node;
-    if (!shadow && (!j || !j->workers || rank < 0 || (size_t)rank >= j->n_workers ||
-                    j->workers[rank].run != run || j->workers[rank].node != node)) {
+    bool shadow = j && j->life.workers && j->move != MOVE_NONE && rank == 0 &&
+                  j->shadow.run == run && j->shadow.node == node;
+    if (!shadow && (!j || !j->life.workers || rank < 0 || (size_t)rank >= j->life.n_workers ||
+                    j->life.workers[rank].run != run || j->life.workers[rank].node != node)) {
         /* an earlier run, or a job the server let go: nothing to record, its checkpoints
          * least of all (they are not the current run's to resume from) */
         if (j && run < (json_int_t)j->st.run && run != (json_int_t)j->stale_ckpt_run &&
@@ -68,7 +68,7 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
         }
         return ended;
     }
-    WorkerRun *wr = shadow ? &j->shadow : &j->workers[rank];
+    LifeWorker *wr = shadow ? &j->shadow : &j->life.workers[rank];
     wr->reported = true;
     json_t *peak = json_object_get(w, "peak_memory_mib");
     if (json_is_integer(peak) && json_integer_value(peak) > 0 &&
@@ -80,24 +80,24 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
     if (!state)
         return false;
     if (!strcmp(state, "running")) {
-        if (wr->state == WORKER_ASSIGNED) {
-            wr->state = WORKER_RUNNING;
+        if (wr->state == LIFE_WORKER_ASSIGNED) {
+            wr->state = LIFE_WORKER_RUNNING;
             wr->pid = (int32_t)json_integer_value(json_object_get(w, "pid"));
             json_t *st = json_object_get(w, "start_ms");
             wr->start_ms = json_is_integer(st) ? json_integer_value(st) : now;
             changes_job(ch, j);
         }
-    } else if (wr->state == WORKER_ASSIGNED || wr->state == WORKER_RUNNING) {
+    } else if (wr->state == LIFE_WORKER_ASSIGNED || wr->state == LIFE_WORKER_RUNNING) {
         json_t *code = json_object_get(w, "exit_code"), *sig = json_object_get(w, "signal");
         if (!strcmp(state, "failed")) {
-            wr->state = WORKER_FAILED;
+            wr->state = LIFE_WORKER_FAILED;
             const char *e = json_string_value(json_object_get(w, "error"));
             char detail[300];
             snprintf(detail, sizeof(detail), "rank %lld could not start: %s", (long long)rank,
                      e ? e : "unknown error");
             changes_event(ch, j, now, "fail", detail);
         } else {
-            wr->state = WORKER_EXITED;
+            wr->state = LIFE_WORKER_EXITED;
             wr->oom = json_is_true(json_object_get(w, "oom"));
             wr->exit_code = json_is_integer(code) ? (int32_t)json_integer_value(code)
                             : json_is_integer(sig) && json_integer_value(sig)
@@ -118,16 +118,16 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
     server_job_progress(s, j, now, ch);
     /* an ended worker is forgotten once its whole run has closed (and been written):
      * until then a restarted server still learns from its agent that it ended */
-    return ended && !j->workers;
+    return ended && !j->life.workers;
 }
 
 static void mark_unreported(Server *s, uint32_t node)
 {
     for (size_t i = 0; i < s->n_holding; i++) {
         ServerJob *j = s->holding[i];
-        for (size_t w = 0; w < j->n_workers; w++)
-            if (j->workers[w].node == node)
-                j->workers[w].reported = false;
+        for (size_t w = 0; w < j->life.n_workers; w++)
+            if (j->life.workers[w].node == node)
+                j->life.workers[w].reported = false;
         if (j->shadow.node == node)
             j->shadow.reported = false;
     }
@@ -148,13 +148,13 @@ static void fold_unreported(Server *s, uint32_t node, int64_t now, Changes *ch)
     for (size_t i = 0; i < n; i++) {
         ServerJob *j = jobs[i];
         bool changed = false;
-        for (size_t w = 0; w < j->n_workers; w++) {
-            WorkerRun *wr = &j->workers[w];
+        for (size_t w = 0; w < j->life.n_workers; w++) {
+            LifeWorker *wr = &j->life.workers[w];
             if (wr->node != node || wr->reported)
                 continue;
-            if ((wr->state == WORKER_ASSIGNED && j->st.state == JOB_STOPPING) ||
-                wr->state == WORKER_RUNNING) {
-                wr->state = WORKER_GONE;
+            if ((wr->state == LIFE_WORKER_ASSIGNED && j->st.state == JOB_STOPPING) ||
+                wr->state == LIFE_WORKER_RUNNING) {
+                wr->state = LIFE_WORKER_GONE;
                 changed = true;
             }
         }
@@ -163,10 +163,11 @@ static void fold_unreported(Server *s, uint32_t node, int64_t now, Changes *ch)
             server_job_progress(s, j, now, ch);
         }
         /* a replacement that ran and vanished, or an old worker its agent no longer has */
-        WorkerRun *sh = &j->shadow;
+        LifeWorker *sh = &j->shadow;
         if (j->move != MOVE_NONE && sh->node == node && !sh->reported &&
-            (sh->state == WORKER_RUNNING || j->move == MOVE_RETIRING) && !server_worker_ended(sh)) {
-            sh->state = WORKER_GONE;
+            (sh->state == LIFE_WORKER_RUNNING || j->move == MOVE_RETIRING) &&
+            !life_worker_ended(sh)) {
+            sh->state = LIFE_WORKER_GONE;
             changes_job(ch, j);
             server_move_progress(s, j, now, ch);
         }
@@ -178,7 +179,7 @@ static const char *stop_word(const ServerJob *j)
 {
     if (j->st.state != JOB_STOPPING)
         return NULL;
-    return j->stop_mode == STOP_PREEMPT ? "preempt" : "cancel";
+    return j->life.stop_mode == LIFE_STOP_PREEMPT ? "preempt" : "cancel";
 }
 
 static json_t *env_json(const JobSpec *spec)
@@ -204,8 +205,8 @@ static json_t *env_json(const JobSpec *spec)
 static int64_t stop_grace_ms(const Server *s, const ServerJob *j, int64_t now)
 {
     int64_t grace = j->sj.grace_ms;
-    for (size_t w = 0; w < j->n_workers; w++) {
-        int64_t deadline = s->nodes[j->workers[w].node].interruption_deadline_ms;
+    for (size_t w = 0; w < j->life.n_workers; w++) {
+        int64_t deadline = s->nodes[j->life.workers[w].node].interruption_deadline_ms;
         if (deadline > 0)
             grace = MIN(grace, MAX(deadline - now, 0));
     }
@@ -270,7 +271,7 @@ static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t 
     json_t *o = json_pack(
         "{s:I, s:I, s:I, s:I, s:I, s:s, s:i, s:o, s:o, s:o, s:o, s:I, s:s, s:I, s:o}", "job",
         (json_int_t)j->st.id, "run", (json_int_t)run, "rank", (json_int_t)rank, "local_rank",
-        (json_int_t)local, "world_size", (json_int_t)j->n_workers, "master_addr", master,
+        (json_int_t)local, "world_size", (json_int_t)j->life.n_workers, "master_addr", master,
         "master_port", (int)j->master_port, "gpus", placement_grants_json(s->c, wa), "command", cmd,
         "env", env_json(&j->spec), "resume_from", checkpoint_resume_json(j->st.checkpoint, rank),
         "checkpoint_interval_ms", (json_int_t)checkpoint_interval_ms(s, j), "checkpoint_signal",
@@ -307,16 +308,17 @@ static json_t *desired(Server *s, uint32_t node, json_t *forget, int64_t now)
         ServerJob *j = s->holding[k];
         /* while a replacement starts, the old worker serves from where it was */
         const Placement *pl = j->move == MOVE_STARTING ? &j->sj.moved_from : &j->sj.pl;
-        for (size_t w = 0; w < j->n_workers; w++) {
-            const WorkerRun *wr = &j->workers[w];
-            if (wr->node == node && (wr->state == WORKER_ASSIGNED || wr->state == WORKER_RUNNING))
+        for (size_t w = 0; w < j->life.n_workers; w++) {
+            const LifeWorker *wr = &j->life.workers[w];
+            if (wr->node == node &&
+                (wr->state == LIFE_WORKER_ASSIGNED || wr->state == LIFE_WORKER_RUNNING))
                 json_array_append_new(workers, worker_json(s, j, pl, w, wr->run, now));
         }
         /* the replacement, unless the job is being stopped; a retiring worker is left
          * out, so its agent stops it */
-        const WorkerRun *sh = &j->shadow;
+        const LifeWorker *sh = &j->shadow;
         if (j->move == MOVE_STARTING && sh->node == node && j->st.state == JOB_RUNNING &&
-            (sh->state == WORKER_ASSIGNED || sh->state == WORKER_RUNNING))
+            (sh->state == LIFE_WORKER_ASSIGNED || sh->state == LIFE_WORKER_RUNNING))
             json_array_append_new(workers, worker_json(s, j, &j->sj.pl, 0, sh->run, now));
     }
     return json_pack("{s:I, s:o, s:o, s:O, s:s}", "heartbeat_ms", (json_int_t)s->opt.heartbeat_ms,
@@ -390,7 +392,7 @@ static void fold_interruption(Server *s, uint32_t node, const Interruption *in, 
         j->st.preemptions++;
         s->counters.preempted++;
         changes_event(ch, j, now, "interrupted", detail);
-        server_job_stop(s, j, STOP_PREEMPT, true, now, ch);
+        server_job_stop(s, j, LIFE_STOP_PREEMPT, true, now, ch);
         stopped++;
     }
     free(jobs);
@@ -675,8 +677,8 @@ void api_agent_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
     /* a token bound to a node uploads only what ran there: 1 yes, 0 no, -1 ask the store
      * (an earlier run, or one whose workers are gone) */
     int here = -1;
-    if (known && bound && run == j->st.run && j->workers && (size_t)rank < j->n_workers)
-        here = !strcmp(s->c->nodes[j->workers[rank].node].name, bound);
+    if (known && bound && run == j->st.run && j->life.workers && (size_t)rank < j->life.n_workers)
+        here = !strcmp(s->c->nodes[j->life.workers[rank].node].name, bound);
     pthread_mutex_unlock(&s->lock);
     if (!known) {
         http_reply_error(rp, 404, "no rank %lld of run %lld of job %lld", rank, run, job);

@@ -26,7 +26,7 @@
 #define SUBMIT_MAX_JOBS 1000
 #define LOG_MAX_REPLY   (4u << 20) /* a log reply carries at most this; ask again */
 
-static const char *worker_state_name(WorkerState w)
+static const char *worker_state_name(LifeWorkerState w)
 {
     static const char *const names[] = {"assigned", "running", "exited", "failed", "gone"};
     return (unsigned)w < ARRAY_SIZE(names) ? names[w] : "?";
@@ -54,10 +54,10 @@ static json_t *placement_json(Server *s, const ServerJob *j)
     json_t *a = json_array();
     /* while a moved server's replacement starts, its worker is still the old one */
     const Placement *pl = j->move == MOVE_STARTING ? &j->sj.moved_from : &j->sj.pl;
-    size_t n = MIN(j->n_workers, pl->n_workers);
+    size_t n = MIN(j->life.n_workers, pl->n_workers);
     for (size_t i = 0; a && i < n; i++) {
         const WorkerAlloc *w = &pl->workers[i];
-        const WorkerRun *run = &j->workers[i];
+        const LifeWorker *run = &j->life.workers[i];
         json_t *o = json_object();
         json_object_set_new(o, "rank", json_integer((json_int_t)i));
         json_object_set_new(o, "node", json_string(s->c->nodes[w->node].name));
@@ -105,7 +105,7 @@ json_t *api_job_json(Server *s, const ServerJob *j, bool full)
                         ended && st->exit_code >= 0 ? json_integer(st->exit_code) : json_null());
     checkpoint_api_fields(st->checkpoint, o);
     json_object_set_new(o, "preemptions", json_integer(st->preemptions));
-    if (j->sj.running && j->workers)
+    if (j->sj.running && j->life.workers)
         json_object_set_new(o, "placement", placement_json(s, j));
     if (full) {
         json_t *spec = st->spec_json ? json_loads(st->spec_json, 0, NULL) : NULL;

@@ -80,7 +80,7 @@ static void measure(Server *s, double *alloc, double *busy)
             uint8_t m = c->nodes[wa->node].model;
             double g = (double)worker_units(c, wa) / GPU_UNITS;
             alloc[m] += g;
-            if (w < j->n_workers && j->workers[w].state == WORKER_RUNNING &&
+            if (w < j->life.n_workers && j->life.workers[w].state == LIFE_WORKER_RUNNING &&
                 s->nodes[wa->node].liveness == NODE_READY)
                 busy[m] += g;
         }

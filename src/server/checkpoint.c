@@ -60,20 +60,20 @@ int checkpoint_report_check(json_t *worker, Buf *err)
 static GangCkpt *gang_for(ServerJob *j, uint32_t run)
 {
     GangCkpt *g = j->ckpt;
-    if (g && g->run == run && g->n_ranks == j->n_workers)
+    if (g && g->run == run && g->n_ranks == j->life.n_workers)
         return g;
     checkpoint_gang_free(g);
     j->ckpt = NULL;
     g = calloc(1, sizeof(*g));
     if (!g)
         return NULL;
-    g->ranks = calloc(j->n_workers ? j->n_workers : 1, sizeof(*g->ranks));
+    g->ranks = calloc(j->life.n_workers ? j->life.n_workers : 1, sizeof(*g->ranks));
     if (!g->ranks) {
         free(g);
         return NULL;
     }
     g->run = run;
-    g->n_ranks = j->n_workers;
+    g->n_ranks = j->life.n_workers;
     j->ckpt = g;
     return g;
 }
@@ -204,7 +204,7 @@ static void fold_steps(ServerJob *j, const GangCkpt *g, int64_t now_ms, Changes 
     free(j->st.checkpoint);
     j->st.checkpoint = text;
     j->st.checkpoint_ms = ms > 0 ? ms : now_ms;
-    j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
+    life_checkpoint_run(&j->life, j->st.checkpoint_ms);
     Buf label = {0};
     checkpoint_label(text, &label);
     changes_event(ch, j, now_ms, "checkpoint", buf_str(&label));
@@ -216,9 +216,9 @@ void checkpoint_fold(ServerJob *j, size_t rank, json_t *worker, int64_t now_ms, 
     json_t *list = json_object_get(worker, "checkpoints");
     const char *latest = json_string_value(json_object_get(worker, "checkpoint"));
     bool steps = json_array_size(list) > 0, legacy = latest && *latest;
-    if ((!steps && !legacy) || !j->workers || rank >= j->n_workers)
+    if ((!steps && !legacy) || !j->life.workers || rank >= j->life.n_workers)
         return;
-    GangCkpt *g = gang_for(j, j->workers[rank].run);
+    GangCkpt *g = gang_for(j, j->life.workers[rank].run);
     if (!g)
         return; /* out of memory: the next heartbeat reports it all again */
     if (steps) {
@@ -226,7 +226,7 @@ void checkpoint_fold(ServerJob *j, size_t rank, json_t *worker, int64_t now_ms, 
             fold_steps(j, g, now_ms, ch);
         return;
     }
-    if (j->n_workers == 1 && !g->ranks[0].n) {
+    if (j->life.n_workers == 1 && !g->ranks[0].n) {
         /* the old contract, for one worker: LATEST's text is the checkpoint */
         if (j->st.checkpoint && !strcmp(latest, j->st.checkpoint))
             return;
@@ -237,12 +237,12 @@ void checkpoint_fold(ServerJob *j, size_t rank, json_t *worker, int64_t now_ms, 
         free(j->st.checkpoint);
         j->st.checkpoint = copy;
         j->st.checkpoint_ms = json_is_integer(at) ? json_integer_value(at) : now_ms;
-        j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
+        life_checkpoint_run(&j->life, j->st.checkpoint_ms);
         changes_event(ch, j, now_ms, "checkpoint", latest);
         return;
     }
     /* one worker that marks steps: those count, LATEST is only an old habit */
-    if (j->n_workers == 1 || g->legacy_noted)
+    if (j->life.n_workers == 1 || g->legacy_noted)
         return;
     g->legacy_noted = true;
     char detail[256];
@@ -304,8 +304,8 @@ void checkpoint_api_fields(const char *stored, json_t *job)
 int64_t checkpoint_rank_step(const ServerJob *j, size_t rank)
 {
     const GangCkpt *g = j->ckpt;
-    if (!g || !j->workers || rank >= j->n_workers || rank >= g->n_ranks ||
-        g->run != j->workers[rank].run || !g->ranks[rank].n)
+    if (!g || !j->life.workers || rank >= j->life.n_workers || rank >= g->n_ranks ||
+        g->run != j->life.workers[rank].run || !g->ranks[rank].n)
         return -1;
     return g->ranks[rank].m[g->ranks[rank].n - 1].step;
 }

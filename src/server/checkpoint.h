@@ -58,7 +58,7 @@ void checkpoint_gang_free(GangCkpt *g);
  * of them is folded in. */
 int checkpoint_report_check(json_t *worker, Buf *err);
 
-/* Fold a checked worker report of rank `rank` (j->workers[rank], this run) into the
+/* Fold a checked worker report of rank `rank` (j->life.workers[rank], this run) into the
  * job: a step every rank now has becomes the job's checkpoint (event "checkpoint"). */
 void checkpoint_fold(ServerJob *j, size_t rank, json_t *worker, int64_t now_ms, Changes *ch);
 

@@ -48,19 +48,16 @@ void server_job_vanished(Server *s, ServerJob *j, const char *why, int64_t now_m
         if (j->parked) {
             /* out of the queue already: server_job_stop would dequeue it again */
             j->parked = false;
-            j->st.state = JOB_CANCELLED;
-            j->st.end_ms = now_ms;
-            s->counters.finished[JOB_CANCELLED]++;
-            changes_job(ch, j);
+            server_job_end(s, j, JOB_CANCELLED, now_ms, ch);
         } else {
-            server_job_stop(s, j, STOP_CANCEL, false, now_ms, ch);
+            server_job_stop(s, j, LIFE_STOP_CANCEL, false, now_ms, ch);
         }
         changes_event(ch, j, now_ms, "cancelled", why);
         return;
     }
-    for (size_t w = 0; w < j->n_workers; w++)
-        if (!server_worker_ended(&j->workers[w]))
-            j->workers[w].state = WORKER_GONE;
+    for (size_t w = 0; w < j->life.n_workers; w++)
+        if (!life_worker_ended(&j->life.workers[w]))
+            j->life.workers[w].state = LIFE_WORKER_GONE;
     changes_event(ch, j, now_ms, "cancelled", why);
-    server_job_stop(s, j, STOP_CANCEL, false, now_ms, ch);
+    server_job_stop(s, j, LIFE_STOP_CANCEL, false, now_ms, ch);
 }

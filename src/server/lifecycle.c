@@ -1,12 +1,12 @@
-/* lifecycle.c: a job's run after the core placed it: its workers are assigned to the
- * agents of their nodes, reported running, and end; the job then succeeds or fails, or,
- * when it was stopped (preempted, cancelled, its node lost), gives its GPUs back and is
- * requeued or closed. Every step is collected in a Changes list and written to the
- * store in one durable write before the agents or users hear of it.
- *
- * A gang lives and dies whole: when one worker fails, the others are stopped; when a
- * node is lost, the job's workers elsewhere are stopped (with a checkpoint signal) and
- * the job is requeued to resume from its latest checkpoint. */
+/* lifecycle.c: the server's side of a job's run after the core placed it. The run itself
+ * (workers assigned, running, ended; a gang torn down whole; out-of-memory learning;
+ * stops, requeues and lost nodes) is the lifecycle the simulator shares (src/life); this
+ * file is its sink: each step becomes entries of a Changes list (the job's record, its
+ * events, the usage it is charged, what its class learned), written to the store in one
+ * durable write before the agents or users hear of it, and what only the server has
+ * (placements kept for a restart, the master port, the holding list, counters). It also
+ * watches nodes: one lost past its grace, or shutting down, has its jobs requeued to
+ * resume from their latest checkpoints. */
 #include "server/checkpoint.h"
 #include "server/metering.h"
 #include "server/nodespan.h"
@@ -175,50 +175,154 @@ static uint16_t pick_master_port(const Server *s, const ServerJob *j)
     return port;
 }
 
+/* ---- the lifecycle's sink (life.h): what it does, listed in s->life_ch ---- */
+
+static ServerJob *server_job_of(LifeJob *lj)
+{
+    return CONTAINER_OF(lj, ServerJob, life);
+}
+
+/* The durable record follows the lifecycle's. */
+static int on_changed(void *arg, LifeJob *lj)
+{
+    Server *s = arg;
+    ServerJob *j = server_job_of(lj);
+    if (life_state_ended(lj->state) && !job_state_ended(j->st.state))
+        s->counters.finished[lj->state]++;
+    if (lj->state == LIFE_PENDING && j->st.state != JOB_PENDING)
+        s->dirty = true; /* queued again: a cycle may start it */
+    j->st.state = lj->state;
+    j->st.run = lj->run;
+    j->st.exit_code = lj->exit_code;
+    j->st.start_ms = lj->start_ms;
+    j->st.end_ms = lj->end_ms;
+    s->order_stale = true;
+    changes_job(s->life_ch, j);
+    return 0;
+}
+
+static int on_event(void *arg, LifeJob *lj, int64_t t_ms, const char *type, const char *detail)
+{
+    Server *s = arg;
+    ServerJob *j = server_job_of(lj);
+    if (!strcmp(type, "requeue") && !detail) {
+        /* what the next run resumes from */
+        Buf from = {0};
+        checkpoint_label(j->st.checkpoint, &from);
+        changes_event(s->life_ch, j, t_ms, type,
+                      j->st.checkpoint ? buf_str(&from) : "no checkpoint: starts over");
+        buf_free(&from);
+        return 0;
+    }
+    changes_event(s->life_ch, j, t_ms, type, detail);
+    return 0;
+}
+
+/* The run is over: charge what it held, and let go of what the server kept for it. */
+static int on_release(void *arg, LifeJob *lj, int64_t now_ms)
+{
+    Server *s = arg;
+    ServerJob *j = server_job_of(lj);
+    server_charge(s, j, &j->sj.pl, j->pl_from_ms, now_ms, s->life_ch);
+    /* a move under way: both allocations were held until now */
+    if (j->move != MOVE_NONE)
+        server_charge(s, j, &j->sj.moved_from, j->moved_from_ms, now_ms, s->life_ch);
+    j->move = MOVE_NONE;
+    server_unhold(s, j);
+    checkpoint_gang_free(j->ckpt); /* the run's reports: the next run makes its own */
+    j->ckpt = NULL;
+    free(j->st.placement_json);
+    j->st.placement_json = NULL;
+    changes_job(s->life_ch, j);
+    s->order_stale = true;
+    s->dirty = true;
+    return 0;
+}
+
+static int on_sized(void *arg, LifeJob *lj)
+{
+    server_job_shape((Server *)arg, server_job_of(lj));
+    return 0;
+}
+
+static int on_learned(void *arg, const LearnEntry *e)
+{
+    changes_learned(((Server *)arg)->life_ch, e);
+    return 0;
+}
+
+static LifeJob *next_waiting(void *arg, const char *cls, int64_t *pos)
+{
+    ServerJob *j = server_waiting_of_class(arg, cls, pos);
+    return j ? &j->life : NULL;
+}
+
+void server_life_init(Server *s)
+{
+    s->life = (Life){.c = s->c,
+                     .sched = &s->sched,
+                     .learn = &s->learn,
+                     .sink = {.arg = s,
+                              .changed = on_changed,
+                              .event = on_event,
+                              .release = on_release,
+                              .sized = on_sized,
+                              .learned = on_learned,
+                              .next_waiting = next_waiting}};
+}
+
+void server_job_life_init(ServerJob *j)
+{
+    j->life = (LifeJob){.sj = &j->sj,
+                        .spec = &j->spec,
+                        .state = j->st.state,
+                        .run = j->st.run,
+                        .exit_code = j->st.exit_code,
+                        .start_ms = j->st.start_ms,
+                        .end_ms = j->st.end_ms,
+                        .checkpoint_ms = j->st.checkpoint_ms,
+                        .estimate_total_ms = j->spec.duration_estimate_ms};
+}
+
+/* The lifecycle, writing what it does into ch. A failure of the lifecycle (memory) is
+ * logged; what it listed is written with the rest. */
+static Life *life_of(Server *s, Changes *ch)
+{
+    s->life_ch = ch;
+    return &s->life;
+}
+
+static void life_done(Server *s, const ServerJob *j, int err, const char *what)
+{
+    s->life_ch = NULL;
+    if (err)
+        log_error("event=lifecycle_failed job=%lld step=%s error=%d", (long long)j->st.id, what,
+                  err);
+}
+
 int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
     const Placement *pl = &j->sj.pl;
-    free(j->workers);
-    j->workers = calloc(pl->n_workers ? pl->n_workers : 1, sizeof(*j->workers));
-    if (!j->workers)
-        return -ENOMEM;
-    j->n_workers = pl->n_workers;
+    int r = life_start(life_of(s, ch), &j->life, now_ms);
+    life_done(s, j, r, "start");
+    if (r)
+        return r;
     j->gpu_equivalents = 0;
-    Buf where = {0};
     for (size_t w = 0; w < pl->n_workers; w++) {
-        const WorkerAlloc *wa = &pl->workers[w];
-        j->workers[w] = (WorkerRun){
-            .node = wa->node, .run = j->st.run + 1, .state = WORKER_ASSIGNED, .start_ms = -1};
-        j->gpu_equivalents += worker_eq(s->c, wa);
-        /* "on a, b": api_agent.c reads the run's nodes back from this for the log
-         * uploads of node-bound agents */
-        bool listed = false;
-        for (size_t u = 0; u < w && !listed; u++)
-            listed = pl->workers[u].node == wa->node;
-        if (!listed)
-            buf_printf(&where, "%s%s", where.len ? ", " : "on ", s->c->nodes[wa->node].name);
+        j->life.workers[w].run = j->life.run;
+        j->gpu_equivalents += worker_eq(s->c, &pl->workers[w]);
     }
     Buf pj = {0};
     placement_to_json(s->c, pl, &pj);
     free(j->st.placement_json);
     j->st.placement_json = buf_steal(&pj);
-    j->st.state = JOB_STARTING;
-    j->st.run++;
-    j->st.start_ms = -1; /* this run's, once its workers run */
-    j->stop_mode = STOP_NONE;
-    j->requeue = false;
     /* an engine's workers (pods) have addresses of their own: no port to share out */
     j->master_port = pl->n_workers && !s->opt.external_nodes ? pick_master_port(s, j) : 0;
-    j->sj.run_start_ms = now_ms;
-    j->sj.last_checkpoint_ms = now_ms;
     j->pl_from_ms = now_ms;
     j->move = MOVE_NONE;
     server_save_mig(s, pl);
-    int r = server_hold(s, j);
     s->counters.started++;
-    changes_event(ch, j, now_ms, "start", buf_str(&where));
-    buf_free(&where);
-    return r;
+    return server_hold(s, j);
 }
 
 void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
@@ -245,231 +349,28 @@ void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t f
     }
 }
 
-/* The run is over (every worker gone): give the GPUs back, charge the run, and requeue
- * or close the job. */
-static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, Changes *ch)
-{
-    server_charge(s, j, &j->sj.pl, j->pl_from_ms, now_ms, ch);
-    /* a move under way: both allocations were held until now */
-    if (j->move != MOVE_NONE)
-        server_charge(s, j, &j->sj.moved_from, j->moved_from_ms, now_ms, ch);
-    j->move = MOVE_NONE;
-    sched_release(&s->sched, &j->sj, now_ms);
-    server_unhold(s, j);
-    free(j->workers);
-    j->workers = NULL;
-    j->n_workers = 0;
-    checkpoint_gang_free(j->ckpt); /* the run's reports: the next run makes its own */
-    j->ckpt = NULL;
-    free(j->st.placement_json);
-    j->st.placement_json = NULL;
-    j->stop_mode = STOP_NONE;
-    changes_job(ch, j);
-    s->order_stale = true;
-    s->dirty = true;
-    const char *why = NULL;
-    if (final == JOB_PENDING && server_job_size(s, j) == 2) {
-        /* its class learned, while it ran, that no GPU here holds it */
-        final = JOB_FAILED;
-        why = "its workload class needs more GPU memory than any GPU of the cluster has";
-    }
-    if (final == JOB_PENDING) {
-        j->st.state = JOB_PENDING;
-        j->st.exit_code = -1; /* a worker's code from the run that ran out of memory */
-        j->requeue = false;
-        j->sj.estimate_ms = j->spec.duration_estimate_ms;
-        j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
-        if (sched_enqueue(&s->sched, &j->sj) < 0)
-            log_error("event=requeue_failed job=%lld reason=out_of_memory", (long long)j->st.id);
-        Buf from = {0};
-        checkpoint_label(j->st.checkpoint, &from);
-        changes_event(ch, j, now_ms, "requeue",
-                      j->st.checkpoint ? buf_str(&from) : "no checkpoint: starts over");
-        buf_free(&from);
-        return;
-    }
-    j->st.state = final;
-    j->st.end_ms = now_ms;
-    s->counters.finished[final]++;
-    char detail[64];
-    snprintf(detail, sizeof(detail), "exit code %d", j->st.exit_code);
-    changes_event(ch, j, now_ms,
-                  final == JOB_SUCCEEDED ? "finish"
-                  : final == JOB_FAILED  ? "fail"
-                                         : "cancelled",
-                  why                      ? why
-                  : final == JOB_CANCELLED ? NULL
-                                           : detail);
-}
-
-void server_job_stop(Server *s, ServerJob *j, StopMode mode, bool requeue, int64_t now_ms,
+void server_job_stop(Server *s, ServerJob *j, LifeStop mode, bool requeue, int64_t now_ms,
                      Changes *ch)
 {
-    changes_job(ch, j);
-    if (j->st.state == JOB_PENDING) {
-        sched_dequeue(&s->sched, &j->sj);
-        s->order_stale = true;
-        j->st.state = JOB_CANCELLED;
-        j->st.end_ms = now_ms;
-        s->counters.finished[JOB_CANCELLED]++;
-        return;
-    }
-    if (job_state_ended(j->st.state))
-        return;
-    /* a cancel overrides a preemption under way; nothing overrides a cancel */
-    if (j->st.state != JOB_STOPPING || mode == STOP_CANCEL) {
-        j->stop_mode = (uint8_t)mode;
-        j->requeue = requeue;
-    }
-    if (j->st.state != JOB_STOPPING)
-        j->stop_ms = now_ms;
-    j->st.state = JOB_STOPPING;
-    j->sj.stopping = true;
-    server_job_progress(s, j, now_ms, ch);
+    int r = life_stop(life_of(s, ch), &j->life, mode, requeue, now_ms);
+    life_done(s, j, r, "stop");
 }
 
-bool server_worker_ended(const WorkerRun *w)
+void server_job_end(Server *s, ServerJob *j, JobState final, int64_t now_ms, Changes *ch)
 {
-    return w->state == WORKER_EXITED || w->state == WORKER_FAILED || w->state == WORKER_GONE;
-}
-
-/* The class learned: its jobs already waiting ask what it now needs too, or fail when
- * no GPU here holds that (they would only run out of memory). */
-static void resize_waiting(Server *s, const ServerJob *learner, const char *cls, int64_t now_ms,
-                           Changes *ch)
-{
-    ServerJob *j;
-    for (int64_t pos = 0; (j = server_waiting_of_class(s, cls, &pos));) {
-        if (j == learner)
-            continue;
-        sched_dequeue(&s->sched, &j->sj);
-        s->order_stale = true;
-        int r = server_job_size(s, j);
-        if (r == 2) {
-            j->st.state = JOB_FAILED;
-            j->st.end_ms = now_ms;
-            s->counters.finished[JOB_FAILED]++;
-            changes_event(ch, j, now_ms, "fail",
-                          "its workload class needs more GPU memory than any GPU of the cluster "
-                          "has");
-            continue;
-        }
-        if (r == 1) {
-            char detail[320];
-            snprintf(detail, sizeof(detail), "workload class %s now asks %llu MiB", cls,
-                     (unsigned long long)learn_peak(&s->learn, cls));
-            changes_event(ch, j, now_ms, "resized", detail);
-        }
-        if (sched_enqueue(&s->sched, &j->sj) < 0)
-            log_error("event=requeue_failed job=%lld reason=out_of_memory", (long long)j->st.id);
-    }
-}
-
-/* Workers of the run that ran out of GPU memory teach their class to ask a fifth more
- * than they reached (core/learn.h). True when the job should run again, sized from
- * that: a larger grant exists for it on this cluster. Only a failure teaches: the peak
- * of a run that went well says little, as caching allocators and serving engines (vLLM
- * takes nine tenths of what it sees) hold what they are given, and learning it would
- * ratchet every class up to the largest grant it once had. */
-static bool learn_oom_run(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
-{
-    char cls[256];
-    learn_class_of(&j->spec, cls, sizeof(cls));
-    bool any = false;
-    for (size_t w = 0; w < j->n_workers && w < j->sj.pl.n_workers; w++) {
-        WorkerRun *wr = &j->workers[w];
-        if (!wr->oom)
-            continue;
-        wr->oom = false; /* once per run: the teardown that follows comes back here */
-        const WorkerAlloc *wa = &j->sj.pl.workers[w];
-        uint64_t granted = learn_granted_mib(s->c, wa);
-        int before = learn_oom(&s->learn, cls, learn_per_gpu(s->c, wa, wr->peak_mib),
-                               learn_per_gpu(s->c, wa, granted));
-        const LearnEntry *e = learn_find(&s->learn, cls);
-        if (before < 0 || !e)
-            continue;
-        changes_learned(ch, e);
-        any = true;
-        char detail[512];
-        int at = snprintf(detail, sizeof(detail),
-                          "rank %zu ran out of GPU memory in the %llu MiB "
-                          "it was given",
-                          w, (unsigned long long)granted);
-        if (wr->peak_mib && at > 0 && (size_t)at < sizeof(detail))
-            at += snprintf(detail + at, sizeof(detail) - (size_t)at, " (peak seen %llu MiB)",
-                           (unsigned long long)wr->peak_mib);
-        if (at > 0 && (size_t)at < sizeof(detail))
-            snprintf(detail + at, sizeof(detail) - (size_t)at,
-                     "; workload class %s now asks %llu MiB%s", cls,
-                     (unsigned long long)e->peak_mib,
-                     before ? " (not its first out-of-memory failure)" : "");
-        changes_event(ch, j, now_ms, "oom", detail);
-    }
-    if (!any)
-        return false;
-    resize_waiting(s, j, cls, now_ms, ch);
-    Request r = j->sj.req;
-    return learn_size_request(&s->learn, s->c, &j->spec, &r) == 1;
+    int r = life_end(life_of(s, ch), &j->life, (LifeState) final, now_ms);
+    life_done(s, j, r, "end");
 }
 
 void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
-    if (!j->workers || job_state_ended(j->st.state) || j->st.state == JOB_PENDING)
-        return;
-    size_t running = 0, ended = 0, bad = 0;
-    int32_t first_bad = 0;
-    for (size_t w = 0; w < j->n_workers; w++) {
-        const WorkerRun *wr = &j->workers[w];
-        if (wr->state == WORKER_RUNNING)
-            running++;
-        if (!server_worker_ended(wr))
-            continue;
-        ended++;
-        bool ok = wr->state == WORKER_EXITED && wr->exit_code == 0;
-        if (!ok && !bad++)
-            first_bad = wr->state == WORKER_EXITED ? wr->exit_code : 127;
-    }
-    if (j->st.state == JOB_STARTING && running == j->n_workers) {
-        /* the run started when its last worker's process did (the agents' clocks) */
-        int64_t started = -1;
-        for (size_t w = 0; w < j->n_workers; w++)
-            started = MAX(started, j->workers[w].start_ms);
-        j->st.state = JOB_RUNNING;
-        j->st.start_ms = started > 0 ? started : now_ms;
-        changes_job(ch, j);
-    }
-    if (j->st.state == JOB_STARTING || j->st.state == JOB_RUNNING) {
-        /* out of GPU memory: run again one size up, as its class now asks */
-        bool again = bad && learn_oom_run(s, j, now_ms, ch);
-        if (ended == j->n_workers) {
-            j->st.exit_code = bad ? first_bad : 0;
-            finish_run(s, j, again ? JOB_PENDING : bad ? JOB_FAILED : JOB_SUCCEEDED, now_ms, ch);
-        } else if (bad) {
-            /* one worker of the gang failed: the rest cannot go on without it */
-            j->st.exit_code = first_bad;
-            if (!again)
-                changes_event(ch, j, now_ms, "fail", "a worker failed: the others are stopped");
-            server_job_stop(s, j, STOP_TEARDOWN, again, now_ms, ch);
-        }
-        return;
-    }
-    if (j->st.state == JOB_STOPPING && ended == j->n_workers) {
-        JobState final = j->requeue                    ? JOB_PENDING
-                         : j->stop_mode == STOP_CANCEL ? JOB_CANCELLED
-                                                       : JOB_FAILED;
-        finish_run(s, j, final, now_ms, ch);
-    }
+    int r = life_progress(life_of(s, ch), &j->life, now_ms);
+    life_done(s, j, r, "progress");
 }
 
 bool server_job_on_node(const ServerJob *j, uint32_t node, bool running_only)
 {
-    for (size_t w = 0; w < j->n_workers; w++) {
-        const WorkerRun *wr = &j->workers[w];
-        if (wr->node == node && !server_worker_ended(wr) &&
-            (!running_only || wr->state == WORKER_RUNNING))
-            return true;
-    }
-    return false;
+    return life_on_node(&j->life, node, running_only);
 }
 
 /* Whatever the job ran on the node is taken as gone: the run is torn down and requeued
@@ -477,15 +378,9 @@ bool server_job_on_node(const ServerJob *j, uint32_t node, bool running_only)
 static void requeue_from_node(Server *s, ServerJob *j, uint32_t node, const char *why,
                               int64_t now_ms, Changes *ch)
 {
-    for (size_t w = 0; w < j->n_workers; w++)
-        if (j->workers[w].node == node && !server_worker_ended(&j->workers[w]))
-            j->workers[w].state = WORKER_GONE;
-    changes_event(ch, j, now_ms, "lost", why);
     s->counters.requeued_lost++;
-    if (j->st.state == JOB_STOPPING)
-        server_job_progress(s, j, now_ms, ch);
-    else
-        server_job_stop(s, j, STOP_PREEMPT, true, now_ms, ch);
+    int r = life_node_gone(life_of(s, ch), &j->life, node, why, now_ms);
+    life_done(s, j, r, "node_gone");
 }
 
 ServerJob **server_jobs_on_node(Server *s, uint32_t node, size_t *ret_n)
@@ -495,7 +390,7 @@ ServerJob **server_jobs_on_node(Server *s, uint32_t node, size_t *ret_n)
     for (size_t i = 0; jobs && i < s->n_holding; i++) {
         ServerJob *j = s->holding[i];
         if (server_job_on_node(j, node, false) ||
-            (j->move != MOVE_NONE && j->shadow.node == node && !server_worker_ended(&j->shadow)))
+            (j->move != MOVE_NONE && j->shadow.node == node && !life_worker_ended(&j->shadow)))
             jobs[n++] = j;
     }
     *ret_n = n;
@@ -516,8 +411,8 @@ static void node_give_up(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
              (long long)((server_mono_ms() - ns->seen_mono_ms) / 1000));
     for (size_t i = 0; i < n; i++) {
         ServerJob *j = jobs[i];
-        if (j->move != MOVE_NONE && j->shadow.node == node && !server_worker_ended(&j->shadow)) {
-            j->shadow.state = WORKER_GONE;
+        if (j->move != MOVE_NONE && j->shadow.node == node && !life_worker_ended(&j->shadow)) {
+            j->shadow.state = LIFE_WORKER_GONE;
             server_move_progress(s, j, now_ms, ch);
         }
         if (server_job_on_node(j, node, false))
@@ -567,7 +462,7 @@ void server_job_node_shutdown(Server *s, ServerJob *j, uint32_t node, int64_t no
              "and is requeued",
              s->c->nodes[node].name);
     changes_event(ch, j, now_ms, "shutdown", why);
-    server_job_stop(s, j, STOP_PREEMPT, true, now_ms, ch);
+    server_job_stop(s, j, LIFE_STOP_PREEMPT, true, now_ms, ch);
 }
 
 void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)

@@ -49,7 +49,7 @@ static void gpu_gauges(Server *s, Buf *b)
             uint8_t m = c->nodes[wa->node].model;
             uint32_t units = worker_units(c, wa);
             alloc[m * nt + t] += units;
-            bool running = w < j->n_workers && j->workers[w].state == WORKER_RUNNING;
+            bool running = w < j->life.n_workers && j->life.workers[w].state == LIFE_WORKER_RUNNING;
             if (running && s->nodes[wa->node].liveness == NODE_READY)
                 busy[m] += units;
         }

@@ -36,11 +36,12 @@ int server_job_move(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
     const char *from = s->c->nodes[j->sj.moved_from.workers[0].node].name;
     const char *to = s->c->nodes[j->sj.pl.workers[0].node].name;
-    j->st.run++;
-    j->shadow = (WorkerRun){.node = j->sj.pl.workers[0].node,
-                            .run = j->st.run,
-                            .state = WORKER_ASSIGNED,
-                            .start_ms = -1};
+    j->life.run++; /* the replacement's run */
+    j->st.run = j->life.run;
+    j->shadow = (LifeWorker){.node = j->sj.pl.workers[0].node,
+                             .run = j->st.run,
+                             .state = LIFE_WORKER_ASSIGNED,
+                             .start_ms = -1};
     j->moved_from_ms = j->pl_from_ms;
     j->pl_from_ms = now_ms;
     j->move = MOVE_STARTING;
@@ -59,11 +60,12 @@ int server_job_move(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 /* The replacement runs: it is the job's worker now, and the old one retires. */
 static void commit(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
-    WorkerRun old = j->workers[0];
-    j->workers[0] = j->shadow;
+    LifeWorker old = j->life.workers[0];
+    j->life.workers[0] = j->shadow;
     j->shadow = old;
     j->move = MOVE_RETIRING;
-    j->st.start_ms = j->workers[0].start_ms > 0 ? j->workers[0].start_ms : now_ms;
+    j->life.start_ms = j->life.workers[0].start_ms > 0 ? j->life.workers[0].start_ms : now_ms;
+    j->st.start_ms = j->life.start_ms;
     changes_event(ch, j, now_ms, "moved", "the replacement serves; the old worker stops");
     changes_job(ch, j);
 }
@@ -91,19 +93,19 @@ static void abandon(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     log_error("event=move_abandoned job=%lld node=%s", (long long)j->st.id,
               s->c->nodes[j->shadow.node].name);
     changes_event(ch, j, now_ms, "move-failed",
-                  j->shadow.state == WORKER_GONE ? "its replacement's node was lost"
-                                                 : "its replacement could not start");
+                  j->shadow.state == LIFE_WORKER_GONE ? "its replacement's node was lost"
+                                                      : "its replacement could not start");
     changes_job(ch, j);
 }
 
 void server_move_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
     if (j->move == MOVE_STARTING) {
-        if (j->shadow.state == WORKER_RUNNING && !server_worker_ended(&j->workers[0]))
+        if (j->shadow.state == LIFE_WORKER_RUNNING && !life_worker_ended(&j->life.workers[0]))
             commit(s, j, now_ms, ch);
-        else if (server_worker_ended(&j->shadow))
+        else if (life_worker_ended(&j->shadow))
             abandon(s, j, now_ms, ch);
     }
-    if (j->move == MOVE_RETIRING && server_worker_ended(&j->shadow))
+    if (j->move == MOVE_RETIRING && life_worker_ended(&j->shadow))
         retire(s, j, now_ms, ch);
 }

@@ -332,7 +332,7 @@ void provider_cycle(Server *s, int64_t now, Changes *ch)
             ServerJob *j = server_job(s, x->job);
             if (j && (j->st.state == JOB_RUNNING || j->st.state == JOB_STARTING)) {
                 j->st.preemptions++;
-                server_job_stop(s, j, STOP_PREEMPT, true, now, ch);
+                server_job_stop(s, j, LIFE_STOP_PREEMPT, true, now, ch);
                 changes_event(ch, j, now, "preempt", "moved back to reserved capacity");
             }
             break;

@@ -121,7 +121,7 @@ static void server_job_free(ServerJob *j)
     job_spec_free(&j->spec);
     placement_free(&j->sj.pl);
     placement_free(&j->sj.moved_from);
-    free(j->workers);
+    life_job_free(&j->life);
     checkpoint_gang_free(j->ckpt);
     free(j);
 }
@@ -172,13 +172,17 @@ static int32_t shape_of(Server *s, const Request *r)
     return (int32_t)(s->n_shapes - 1);
 }
 
+void server_job_shape(Server *s, ServerJob *j)
+{
+    j->sj.req.shape = shape_of(s, &j->sj.req);
+    j->gpu_equivalents = ask_equivalents(s->c, &j->sj.req);
+}
+
 int server_job_size(Server *s, ServerJob *j)
 {
     int r = learn_size_request(&s->learn, s->c, &j->spec, &j->sj.req);
-    if (r == 1) {
-        j->sj.req.shape = shape_of(s, &j->sj.req);
-        j->gpu_equivalents = ask_equivalents(s->c, &j->sj.req);
-    }
+    if (r == 1)
+        server_job_shape(s, j);
     return r;
 }
 
@@ -282,20 +286,20 @@ static int restore_allocation(Server *s, ServerJob *j, Buf *why)
                                 why);
     if (r < 0)
         return r;
-    j->workers = calloc(j->sj.pl.n_workers ? j->sj.pl.n_workers : 1, sizeof(*j->workers));
-    if (!j->workers)
+    j->life.workers = calloc(j->sj.pl.n_workers ? j->sj.pl.n_workers : 1, sizeof(*j->life.workers));
+    if (!j->life.workers)
         return -ENOMEM;
-    j->n_workers = j->sj.pl.n_workers;
+    j->life.n_workers = j->sj.pl.n_workers;
     uint64_t units = 0;
     for (size_t w = 0; w < j->sj.pl.n_workers; w++) {
         const WorkerAlloc *wa = &j->sj.pl.workers[w];
         cluster_apply_worker(s->c, wa);
         units += worker_units(s->c, wa);
-        j->workers[w] =
-            (WorkerRun){.node = wa->node,
-                        .run = j->st.run,
-                        .state = j->st.state == JOB_RUNNING ? WORKER_RUNNING : WORKER_ASSIGNED,
-                        .start_ms = -1};
+        j->life.workers[w] = (LifeWorker){
+            .node = wa->node,
+            .run = j->st.run,
+            .state = j->st.state == JOB_RUNNING ? LIFE_WORKER_RUNNING : LIFE_WORKER_ASSIGNED,
+            .start_ms = -1};
     }
     j->sj.running = true;
     j->sj.units = (double)units;
@@ -312,9 +316,9 @@ static int last_event(void *arg, int64_t t_ms, const char *type, const char *det
 {
     uint8_t *mode = arg;
     if (!strcmp(type, "cancel"))
-        *mode = STOP_CANCEL;
-    else if (!strcmp(type, "fail") && *mode != STOP_CANCEL)
-        *mode = STOP_TEARDOWN;
+        *mode = LIFE_STOP_CANCEL;
+    else if (!strcmp(type, "fail") && *mode != LIFE_STOP_CANCEL)
+        *mode = LIFE_STOP_TEARDOWN;
     return 0;
 }
 
@@ -346,6 +350,7 @@ static int load_job(void *arg, StoreJob *sjob)
         server_job_free(j);
         return r;
     }
+    server_job_life_init(j);
     if (r == 0 && !job_state_ended(j->st.state)) {
         if (j->st.state == JOB_PENDING) {
             if (j->st.queue_key != 0) {
@@ -357,9 +362,9 @@ static int load_job(void *arg, StoreJob *sjob)
             r = restore_allocation(s, j, &why);
             if (r == 0 && j->st.state == JOB_STOPPING) {
                 /* why it was stopping comes from its events, once the walk is over */
-                j->stop_mode = STOP_PREEMPT;
+                j->life.stop_mode = LIFE_STOP_PREEMPT;
                 j->sj.stopping = true;
-                j->stop_ms = server_now_ms();
+                j->life.stop_ms = server_now_ms();
             }
         }
     }
@@ -375,6 +380,7 @@ static int load_job(void *arg, StoreJob *sjob)
         placement_free(&j->sj.pl);
         j->sj.pl = (Placement){0};
         j->st.state = JOB_FAILED;
+        j->life.state = LIFE_FAILED;
         lc->n_bad++;
     }
     buf_free(&why);
@@ -516,6 +522,7 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     r = s->shapes ? sched_init(&s->sched, s->c, &s->ctx, &cfg, SERVER_MAX_SHAPES) : -ENOMEM;
     if (r < 0)
         goto fail;
+    server_life_init(s);
     LoadCtx lc = {.s = s, .err = err};
     r = store_jobs_load(s->store, load_job, &lc);
     if (r < 0) {
@@ -525,8 +532,8 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     for (size_t i = 0; i < s->n_holding; i++) {
         ServerJob *j = s->holding[i];
         if (j->st.state == JOB_STOPPING) {
-            store_events_for(s->store, j->st.id, last_event, &j->stop_mode);
-            j->requeue = j->stop_mode == STOP_PREEMPT;
+            store_events_for(s->store, j->st.id, last_event, &j->life.stop_mode);
+            j->life.requeue = j->life.stop_mode == LIFE_STOP_PREEMPT;
         }
     }
     if ((r = build_mix(s)) < 0 ||
@@ -776,6 +783,7 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
             j->st.spec_json = TAKE_PTR(ins[i].spec_json);
             j->spec = *js; /* the job takes the spec's strings */
             job_spec_init(js);
+            server_job_life_init(j);
             if (job_table_put(s, j) < 0 || sched_enqueue(&s->sched, &j->sj) < 0) {
                 /* durable, and the caller would be told otherwise: as with any write
                  * memory cannot follow (server_commit), stop, and the restart loads it */
@@ -821,11 +829,11 @@ int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
     } else if (job_state_ended(j->st.state)) {
         buf_printf(err, "job %lld already ended (%s)", (long long)id, job_state_name(j->st.state));
         status = 409;
-    } else if (j->st.state == JOB_STOPPING && j->stop_mode == STOP_CANCEL) {
+    } else if (j->st.state == JOB_STOPPING && j->life.stop_mode == LIFE_STOP_CANCEL) {
         status = 200; /* already being cancelled */
     } else {
         int64_t now = server_now_ms();
-        server_job_stop(s, j, STOP_CANCEL, false, now, &ch);
+        server_job_stop(s, j, LIFE_STOP_CANCEL, false, now, &ch);
         changes_event(&ch, j, now, "cancel", NULL);
         if (server_commit(s, &ch) < 0) {
             buf_printf(err, "the store failed; the cancellation may not have been saved");
@@ -1046,8 +1054,8 @@ static int collect_running(Server *s, int64_t now, size_t *ret_n)
         j->sj.attained_gpu_ms = j->gpu_equivalents * (double)(now - j->sj.run_start_ms);
         /* a model server whose one worker runs may be moved (move.c) */
         j->sj.movable = j->spec.kind == KIND_INFERENCE && j->st.state == JOB_RUNNING &&
-                        j->move == MOVE_NONE && now >= j->no_move_until_ms && j->n_workers == 1 &&
-                        j->workers[0].state == WORKER_RUNNING;
+                        j->move == MOVE_NONE && now >= j->no_move_until_ms &&
+                        j->life.n_workers == 1 && j->life.workers[0].state == LIFE_WORKER_RUNNING;
         s->running[n++] = &j->sj;
     }
     *ret_n = n;
@@ -1090,7 +1098,7 @@ static void run_cycle(Server *s, int64_t now)
             snprintf(why, sizeof(why), "to make room for job %u", d->for_job);
             j->st.preemptions++;
             s->counters.preempted++;
-            server_job_stop(s, j, STOP_PREEMPT, true, now, &ch);
+            server_job_stop(s, j, LIFE_STOP_PREEMPT, true, now, &ch);
             changes_event(&ch, j, now, "preempt", why);
         } else if (d->kind == SCHED_MOVE) {
             r = server_job_move(s, j, now, &ch);

@@ -3,12 +3,12 @@
  * lock and change it only through the functions below, which write the store first:
  * nothing is acknowledged before it is durable.
  *
- * Lifecycle of a job: pending (queued in the core) -> starting (placed; the agents of
- * its nodes are told to launch its workers) -> running (every worker reported running)
- * -> succeeded / failed (workers exited), or stopping (preempted or cancelled; agents
- * signal and stop the workers) -> pending again (preempted: next run resumes from the
- * latest checkpoint) or cancelled. A node whose agent goes silent is lost: its jobs
- * are torn down whole and requeued. */
+ * Lifecycle of a job (src/life, shared with the simulator): pending (queued in the
+ * core) -> starting (placed; the agents of its nodes are told to launch its workers) ->
+ * running (every worker reported running) -> succeeded / failed (workers exited), or
+ * stopping (preempted or cancelled; agents signal and stop the workers) -> pending again
+ * (preempted: next run resumes from the latest checkpoint) or cancelled. A node whose
+ * agent goes silent is lost: its jobs are torn down whole and requeued. */
 #pragma once
 
 #include "core/autoscale.h"
@@ -17,6 +17,7 @@
 #include "core/learn.h"
 #include "core/place.h"
 #include "core/sched.h"
+#include "life/life.h"
 #include "spec/spec.h"
 #include "store/store.h"
 #include "util/buf.h"
@@ -27,15 +28,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A job's state as stored and shown: the lifecycle's (life.h), by the names the API has
+ * always used. */
 typedef enum JobState {
-    JOB_PENDING,
-    JOB_STARTING,
-    JOB_RUNNING,
-    JOB_STOPPING,
-    JOB_SUCCEEDED,
-    JOB_FAILED,
-    JOB_CANCELLED,
-    JOB_STATE_COUNT
+    JOB_PENDING = LIFE_PENDING,
+    JOB_STARTING = LIFE_STARTING,
+    JOB_RUNNING = LIFE_RUNNING,
+    JOB_STOPPING = LIFE_STOPPING,
+    JOB_SUCCEEDED = LIFE_SUCCEEDED,
+    JOB_FAILED = LIFE_FAILED,
+    JOB_CANCELLED = LIFE_CANCELLED,
+    JOB_STATE_COUNT = LIFE_STATE_COUNT
 } JobState;
 
 const char *job_state_name(JobState s);
@@ -63,29 +66,6 @@ typedef struct Caller {
     char user[64]; /* who the token acts for ("" none: a token made before users) */
 } Caller;
 
-typedef enum WorkerState {
-    WORKER_ASSIGNED, /* the agent is told to start it */
-    WORKER_RUNNING,
-    WORKER_EXITED,
-    WORKER_FAILED, /* could not start */
-    WORKER_GONE,   /* its node was lost */
-} WorkerState;
-
-/* One worker of a job's current run. */
-typedef struct WorkerRun {
-    uint32_t node; /* cluster node index */
-    uint32_t run;  /* the job's run it belongs to (its agents key it by job, run, rank) */
-    uint8_t state; /* WorkerState */
-    int32_t pid;
-    int32_t exit_code; /* WORKER_EXITED: its code, or 128 + signal */
-    int64_t start_ms;  /* reported running since, -1 before */
-    uint64_t peak_mib; /* the most GPU memory its agent saw it use, 0: unknown */
-    bool oom;          /* its agent found it ran out of GPU memory */
-    bool reported;     /* named in the heartbeat being handled */
-} WorkerRun;
-
-typedef enum StopMode { STOP_NONE, STOP_PREEMPT, STOP_CANCEL, STOP_TEARDOWN } StopMode;
-
 /* A model server the core moves (consolidate.h), make-before-break: its replacement is
  * worker 0 of a new run on sj.pl while the old worker serves from sj.moved_from; once the
  * replacement runs it is the job's worker, and the old one is told to stop (no longer
@@ -97,22 +77,20 @@ typedef enum MoveState {
 } MoveState;
 
 typedef struct ServerJob {
-    StoreJob st;        /* the durable record; st.state is the JobState */
-    JobSpec spec;       /* parsed from st.spec_json */
-    SchedJob sj;        /* the core's view; sj.id == st.id, sj.pl the allocation */
-    WorkerRun *workers; /* the current run, one per worker; NULL when not placed */
-    size_t n_workers;
-    uint8_t stop_mode; /* StopMode while stopping */
-    int64_t stop_ms;   /* when the stop was decided */
+    StoreJob st;  /* the durable record; st.state is the JobState, st's state, run, exit
+                   * code and times copied from life's whenever life changes them */
+    JobSpec spec; /* parsed from st.spec_json */
+    SchedJob sj;  /* the core's view; sj.id == st.id, sj.pl the allocation */
+    LifeJob life; /* its lifecycle (life.h): life.sj is &sj, life.spec &spec, life.workers
+                   * the current run's workers (NULL when not placed) */
     uint16_t master_port;
     double gpu_equivalents;   /* what all workers hold (or would hold) */
     uint32_t position;        /* pending: place in the queue (1 = next), as last ordered */
     bool parked;              /* pending but out of the queue: its engine has not the
                                * pods to run it yet (server_job_park) */
-    bool requeue;             /* stopping: queue it again when its workers are gone */
     bool in_changes;          /* listed in a Changes being built (one list at a time) */
     uint8_t move;             /* MoveState */
-    WorkerRun shadow;         /* moving: the worker of the allocation that is not sj.pl's */
+    LifeWorker shadow;        /* moving: the worker of the allocation that is not sj.pl's */
     int64_t pl_from_ms;       /* sj.pl is charged from then (its run's start, or its move) */
     int64_t moved_from_ms;    /* moving: sj.moved_from was charged from then */
     int64_t no_move_until_ms; /* a replacement failed: not moved again before then */
@@ -215,8 +193,11 @@ typedef struct Server {
     ScoreCache cache; /* the placer's scores per node and shape (ctx.cache) */
     Mix mix;
     Sched sched;
-    Learn learn;      /* GPU memory per workload class, from the runs (core/learn.h) */
-    NodeState *nodes; /* per cluster node */
+    Learn learn;             /* GPU memory per workload class, from the runs (core/learn.h) */
+    Life life;               /* what happens to the jobs after the core decides (life.h) */
+    struct Changes *life_ch; /* where life's sink lists what it does: the Changes of the
+                              * lifecycle call under way (set by lifecycle.c, lock held) */
+    NodeState *nodes;        /* per cluster node */
 
     ServerJob **jobs; /* by id: jobs[id], NULL for ids never seen; [0] unused */
     size_t jobs_cap;
@@ -325,7 +306,6 @@ void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t f
                    int64_t now_ms, Changes *ch);
 /* Remember the MIG layouts a placement set, for a restarted server. */
 void server_save_mig(Server *s, const Placement *pl);
-bool server_worker_ended(const WorkerRun *w);
 /* Has the job a worker on the node that its agent runs (or was told to and may run)?
  * running_only: one reported running. */
 bool server_job_on_node(const ServerJob *j, uint32_t node, bool running_only);
@@ -341,6 +321,12 @@ void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
 /* A worker of the job ended because its node shut down: the run is stopped and
  * requeued as above (the ends of a shutdown an earlier agent reported), not failed. */
 void server_job_node_shutdown(Server *s, ServerJob *j, uint32_t node, int64_t now_ms, Changes *ch);
+/* The lifecycle's sink (lifecycle.c), set once the core is; a job's LifeJob, from its
+ * durable record. */
+void server_life_init(Server *s);
+void server_job_life_init(ServerJob *j);
+/* The job's request changed: its shape for the score cache, and what it asks. */
+void server_job_shape(Server *s, ServerJob *j);
 /* Size a queued job from what its workload class learned (core/learn.h): 0 unchanged,
  * 1 resized, 2 when no GPU of the cluster holds what the class needs, -ENOMEM. */
 int server_job_size(Server *s, ServerJob *j);
@@ -365,6 +351,8 @@ void server_job_park(Server *s, ServerJob *j, bool park);
  * were deleted): closed as cancelled, with why as the event. */
 void server_job_vanished(Server *s, ServerJob *j, const char *why, int64_t now_ms, Changes *ch);
 
-/* Stop a job's workers (mode STOP_*); requeue says what happens when they are gone. */
-void server_job_stop(Server *s, ServerJob *j, StopMode mode, bool requeue, int64_t now_ms,
+/* A job out of the queue and holding nothing (parked) ends as final. */
+void server_job_end(Server *s, ServerJob *j, JobState final, int64_t now_ms, Changes *ch);
+/* Stop a job's workers (mode LIFE_STOP_*); requeue says what happens when they are gone. */
+void server_job_stop(Server *s, ServerJob *j, LifeStop mode, bool requeue, int64_t now_ms,
                      Changes *ch);

@@ -27,18 +27,19 @@ static ServerJob *job(size_t n, uint32_t run)
     assert_non_null(j);
     j->st.id = 7;
     j->st.run = run;
-    j->n_workers = n;
-    j->workers = calloc(n, sizeof(*j->workers));
-    assert_non_null(j->workers);
+    j->life.sj = &j->sj;
+    j->life.n_workers = n;
+    j->life.workers = calloc(n, sizeof(*j->life.workers));
+    assert_non_null(j->life.workers);
     for (size_t i = 0; i < n; i++)
-        j->workers[i] = (WorkerRun){.run = run, .state = WORKER_RUNNING};
+        j->life.workers[i] = (LifeWorker){.run = run, .state = LIFE_WORKER_RUNNING};
     return j;
 }
 
 static void job_free(ServerJob *j)
 {
     checkpoint_gang_free(j->ckpt);
-    free(j->workers);
+    free(j->life.workers);
     free(j->st.checkpoint);
     free(j);
 }
@@ -278,7 +279,7 @@ static void test_new_run(void **state)
     assert_resume(j, 1, "/ck/7/step-50/rank-1");
     /* run 2 begins: rank 0 reports a step, rank 1 has not yet */
     for (size_t i = 0; i < 2; i++)
-        j->workers[i].run = 2;
+        j->life.workers[i].run = 2;
     j->st.run = 2;
     fold(j, 0, fiftyone, 1, &ch);
     assert_resume(j, 0, "/ck/7/step-50/rank-0");
