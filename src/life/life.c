@@ -2,6 +2,7 @@
  * share. Every step is reported to the driver's sink as it happens, so the server
  * collects one durable write of a whole step and the simulator counts it. */
 #include "life/life.h"
+#include "life/sink.h"
 
 #include "util/buf.h"
 #include "util/macro.h"
@@ -18,30 +19,12 @@ const char *life_state_name(LifeState s)
     return (unsigned)s < LIFE_STATE_COUNT ? state_names[s] : "?";
 }
 
-static int changed(Life *l, LifeJob *j)
-{
-    return l->sink.changed ? l->sink.changed(l->sink.arg, j) : 0;
-}
-
-static int event(Life *l, LifeJob *j, int64_t t_ms, const char *type, const char *detail)
-{
-    return l->sink.event ? l->sink.event(l->sink.arg, j, t_ms, type, detail) : 0;
-}
-
-/* An event whose detail was built in b (which is freed): -ENOMEM when it could not be. */
-static int event_buf(Life *l, LifeJob *j, int64_t t_ms, const char *type, Buf *b)
-{
-    int err = b->oom ? -ENOMEM : event(l, j, t_ms, type, buf_str(b));
-    buf_free(b);
-    return err;
-}
-
 static int end_job(Life *l, LifeJob *j, LifeState final, int64_t now_ms)
 {
     j->state = (uint8_t) final;
     j->end_ms = now_ms;
     l->finished[final]++;
-    return changed(l, j);
+    return life_changed(l, j);
 }
 
 static int fail_unfit(Life *l, LifeJob *j, int64_t now_ms)
@@ -49,7 +32,7 @@ static int fail_unfit(Life *l, LifeJob *j, int64_t now_ms)
     j->unfit = true;
     l->unfit++;
     int err = end_job(l, j, LIFE_FAILED, now_ms);
-    return err ? err : event(l, j, now_ms, "fail", LIFE_UNFIT_REASON);
+    return err ? err : life_event(l, j, now_ms, "fail", LIFE_UNFIT_REASON);
 }
 
 /* Size j's request from its class. 1: it changed, 0: it did not, 2: no GPU holds it. */
@@ -81,7 +64,7 @@ int life_enqueue(Life *l, LifeJob *j, int64_t now_ms)
     if (r == 2)
         return fail_unfit(l, j, now_ms);
     r = sched_enqueue(l->sched, j->sj);
-    return r < 0 ? r : changed(l, j);
+    return r < 0 ? r : life_changed(l, j);
 }
 
 int life_start(Life *l, LifeJob *j, int64_t now_ms)
@@ -105,6 +88,7 @@ int life_start(Life *l, LifeJob *j, int64_t now_ms)
             buf_printf(&where, "%s%s", where.len ? ", " : "on ", l->c->nodes[wa->node].name);
     }
     j->state = LIFE_STARTING;
+    j->move = LIFE_MOVE_NONE;
     j->run++;
     j->start_ms = -1;
     j->stop_mode = LIFE_STOP_NONE;
@@ -112,12 +96,12 @@ int life_start(Life *l, LifeJob *j, int64_t now_ms)
     j->sj->run_start_ms = now_ms;
     j->sj->last_checkpoint_ms = now_ms;
     j->start_saved_ms = j->saved_work_ms;
-    int err = changed(l, j);
+    int err = life_changed(l, j);
     if (err) {
         buf_free(&where);
         return err;
     }
-    return event_buf(l, j, now_ms, "start", &where);
+    return life_event_buf(l, j, now_ms, "start", &where);
 }
 
 int life_worker_running(Life *l, LifeJob *j, size_t w, int64_t start_ms, int64_t now_ms)
@@ -160,6 +144,7 @@ static int finish_run(Life *l, LifeJob *j, LifeState final, int64_t now_ms)
     int err = l->sink.release ? l->sink.release(l->sink.arg, j, now_ms) : 0;
     if (err)
         return err;
+    j->move = LIFE_MOVE_NONE; /* a move under way ends with the run: both were given back */
     j->attained_base_ms += (double)(now_ms - j->sj->run_start_ms) * j->gpus_asked;
     sched_release(l->sched, j->sj, now_ms);
     free(j->workers);
@@ -170,17 +155,17 @@ static int finish_run(Life *l, LifeJob *j, LifeState final, int64_t now_ms)
         err = life_enqueue(l, j, now_ms);
         if (err || j->state != LIFE_PENDING)
             return err;
-        return event(l, j, now_ms, "requeue", NULL);
+        return life_event(l, j, now_ms, "requeue", NULL);
     }
     if (final == LIFE_FAILED && j->unfit)
         return fail_unfit(l, j, now_ms);
     if ((err = end_job(l, j, final, now_ms)))
         return err;
     if (final == LIFE_CANCELLED)
-        return event(l, j, now_ms, "cancelled", NULL);
+        return life_event(l, j, now_ms, "cancelled", NULL);
     Buf detail = {0};
     buf_printf(&detail, "exit code %d", j->exit_code);
-    return event_buf(l, j, now_ms, final == LIFE_SUCCEEDED ? "finish" : "fail", &detail);
+    return life_event_buf(l, j, now_ms, final == LIFE_SUCCEEDED ? "finish" : "fail", &detail);
 }
 
 /* The class cls learned: its jobs already waiting (not j) ask what it now needs, or
@@ -206,7 +191,7 @@ static int resize_waiting(Life *l, const LifeJob *learner, const char *cls, int6
             Buf detail = {0};
             buf_printf(&detail, "workload class %s now asks %llu MiB", cls,
                        (unsigned long long)learn_peak(l->learn, cls));
-            if ((r = event_buf(l, w, now_ms, "resized", &detail)))
+            if ((r = life_event_buf(l, w, now_ms, "resized", &detail)))
                 return r;
         }
         if ((r = sched_enqueue(l->sched, w->sj)) < 0)
@@ -255,7 +240,7 @@ static int learn_oom_run(Life *l, LifeJob *j, int64_t now_ms)
         buf_printf(&detail, "; workload class %s now asks %llu MiB%s", cls,
                    (unsigned long long)e->peak_mib,
                    before ? " (not its first out-of-memory failure)" : "");
-        if ((err = event_buf(l, j, now_ms, "oom", &detail)))
+        if ((err = life_event_buf(l, j, now_ms, "oom", &detail)))
             return err;
     }
     if (!any)
@@ -296,7 +281,7 @@ int life_progress(Life *l, LifeJob *j, int64_t now_ms)
             started = MAX(started, j->workers[w].start_ms);
         j->state = LIFE_RUNNING;
         j->start_ms = started > 0 ? started : now_ms;
-        if ((err = changed(l, j)))
+        if ((err = life_changed(l, j)))
             return err;
     }
     if (j->state == LIFE_STARTING || j->state == LIFE_RUNNING) {
@@ -316,7 +301,7 @@ int life_progress(Life *l, LifeJob *j, int64_t now_ms)
             /* one worker of the gang failed: the rest cannot go on without it */
             j->exit_code = first_bad;
             if (!again && !j->unfit &&
-                (err = event(l, j, now_ms, "fail", "a worker failed: the others are stopped")))
+                (err = life_event(l, j, now_ms, "fail", "a worker failed: the others are stopped")))
                 return err;
             return life_stop(l, j, LIFE_STOP_TEARDOWN, again, now_ms);
         }
@@ -348,7 +333,7 @@ int life_stop(Life *l, LifeJob *j, LifeStop mode, bool requeue, int64_t now_ms)
         j->stop_ms = now_ms;
     j->state = LIFE_STOPPING;
     j->sj->stopping = true;
-    int err = changed(l, j);
+    int err = life_changed(l, j);
     return err ? err : life_progress(l, j, now_ms);
 }
 
@@ -357,7 +342,7 @@ int life_node_gone(Life *l, LifeJob *j, uint32_t node, const char *why, int64_t 
     for (size_t w = 0; w < j->n_workers; w++)
         if (j->workers[w].node == node && !life_worker_ended(&j->workers[w]))
             j->workers[w].state = LIFE_WORKER_GONE;
-    int err = event(l, j, now_ms, "lost", why);
+    int err = life_event(l, j, now_ms, "lost", why);
     if (err)
         return err;
     if (j->state == LIFE_STOPPING)

@@ -74,6 +74,16 @@ typedef enum LifeStop {
     LIFE_STOP_TEARDOWN, /* a worker failed: the rest of the gang cannot go on */
 } LifeStop;
 
+/* A model server the core moves (consolidate.h), make-before-break (life/move.c): its
+ * replacement is worker 0 of a new run on sj->pl while the old worker serves from
+ * sj->moved_from; once the replacement runs it is the job's worker and the old one,
+ * told to stop, retires: what it held goes when it is gone. */
+typedef enum LifeMove {
+    LIFE_MOVE_NONE,
+    LIFE_MOVE_STARTING, /* `shadow` is the replacement */
+    LIFE_MOVE_RETIRING, /* `shadow` is the old worker */
+} LifeMove;
+
 /* The reason a job is failed when its class needs more GPU memory than any GPU of the
  * cluster has: the same words wherever it is seen. */
 #define LIFE_UNFIT_REASON "its workload class needs more GPU memory than any GPU of the cluster has"
@@ -89,6 +99,8 @@ typedef struct LifeJob {
     int32_t exit_code;   /* -1 until it ended with one */
     LifeWorker *workers; /* the current run, one per worker of sj.pl; NULL when not placed */
     size_t n_workers;
+    uint8_t move;              /* LifeMove */
+    LifeWorker shadow;         /* moving: the worker of the allocation that is not sj->pl's */
     int64_t stop_ms;           /* when the stop under way was decided */
     int64_t start_ms;          /* when the current run's last worker started, -1 before */
     int64_t end_ms;            /* when it ended, -1 before */
@@ -115,6 +127,9 @@ typedef struct LifeSink {
     int (*release)(void *arg, LifeJob *j, int64_t now_ms);
     /* j was sized for the queue and its request changed (the driver's shape of it) */
     int (*sized)(void *arg, LifeJob *j);
+    /* a move ends (life/move.c): done, the old allocation (sj->moved_from) is given back;
+     * abandoned, the replacement's (sj->pl). Called before the core lets go of it. */
+    int (*moved)(void *arg, LifeJob *j, bool done, int64_t now_ms);
     /* the class learned: e is its entry now */
     int (*learned)(void *arg, const LearnEntry *e);
     /* the next job after *pos (the driver's cursor, from 0) that waits in the core's
@@ -167,6 +182,15 @@ int life_stop(Life *l, LifeJob *j, LifeStop mode, bool requeue, int64_t now_ms);
 /* j's workers on node are gone with it (why: a sentence for its history): the run is
  * torn down and queued again. */
 int life_node_gone(Life *l, LifeJob *j, uint32_t node, const char *why, int64_t now_ms);
+
+/* The core moved j (SCHED_MOVE): its replacement's run begins on j->sj->pl, beside the
+ * old worker (j->shadow until the replacement runs). */
+int life_move_start(Life *l, LifeJob *j, int64_t now_ms);
+
+/* A worker of a move under way changed state (the driver set j->shadow's, or worker
+ * 0's): the move commits when the replacement runs, retires the old worker once it is
+ * gone, or is abandoned when the replacement cannot start. */
+int life_move_progress(Life *l, LifeJob *j, int64_t now_ms);
 
 /* A checkpoint completed at t_ms, saving saved_work_ms of work in all. */
 void life_checkpoint(LifeJob *j, int64_t t_ms, double saved_work_ms);

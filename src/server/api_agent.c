@@ -52,8 +52,8 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
     bool ended = state && strcmp(state, "running");
     ServerJob *j = server_job(s, id);
     /* the other worker of a move: its replacement, or the old worker retiring */
-    bool shadow = j && j->life.workers && j->move != MOVE_NONE && rank == 0 &&
-                  j->shadow.run == run && j->shadow.node == node;
+    bool shadow = j && j->life.workers && j->life.move != LIFE_MOVE_NONE && rank == 0 &&
+                  j->life.shadow.run == run && j->life.shadow.node == node;
     if (!shadow && (!j || !j->life.workers || rank < 0 || (size_t)rank >= j->life.n_workers ||
                     j->life.workers[rank].run != run || j->life.workers[rank].node != node)) {
         /* an earlier run, or a job the server let go: nothing to record, its checkpoints
@@ -68,7 +68,7 @@ static bool fold_worker(Server *s, uint32_t node, json_t *w, int64_t now, Change
         }
         return ended;
     }
-    LifeWorker *wr = shadow ? &j->shadow : &j->life.workers[rank];
+    LifeWorker *wr = shadow ? &j->life.shadow : &j->life.workers[rank];
     wr->reported = true;
     json_t *peak = json_object_get(w, "peak_memory_mib");
     if (json_is_integer(peak) && json_integer_value(peak) > 0 &&
@@ -128,8 +128,8 @@ static void mark_unreported(Server *s, uint32_t node)
         for (size_t w = 0; w < j->life.n_workers; w++)
             if (j->life.workers[w].node == node)
                 j->life.workers[w].reported = false;
-        if (j->shadow.node == node)
-            j->shadow.reported = false;
+        if (j->life.shadow.node == node)
+            j->life.shadow.reported = false;
     }
 }
 
@@ -163,9 +163,9 @@ static void fold_unreported(Server *s, uint32_t node, int64_t now, Changes *ch)
             server_job_progress(s, j, now, ch);
         }
         /* a replacement that ran and vanished, or an old worker its agent no longer has */
-        LifeWorker *sh = &j->shadow;
-        if (j->move != MOVE_NONE && sh->node == node && !sh->reported &&
-            (sh->state == LIFE_WORKER_RUNNING || j->move == MOVE_RETIRING) &&
+        LifeWorker *sh = &j->life.shadow;
+        if (j->life.move != LIFE_MOVE_NONE && sh->node == node && !sh->reported &&
+            (sh->state == LIFE_WORKER_RUNNING || j->life.move == LIFE_MOVE_RETIRING) &&
             !life_worker_ended(sh)) {
             sh->state = LIFE_WORKER_GONE;
             changes_job(ch, j);
@@ -307,7 +307,7 @@ static json_t *desired(Server *s, uint32_t node, json_t *forget, int64_t now)
     for (size_t k = 0; k < s->n_holding; k++) {
         ServerJob *j = s->holding[k];
         /* while a replacement starts, the old worker serves from where it was */
-        const Placement *pl = j->move == MOVE_STARTING ? &j->sj.moved_from : &j->sj.pl;
+        const Placement *pl = j->life.move == LIFE_MOVE_STARTING ? &j->sj.moved_from : &j->sj.pl;
         for (size_t w = 0; w < j->life.n_workers; w++) {
             const LifeWorker *wr = &j->life.workers[w];
             if (wr->node == node &&
@@ -316,8 +316,8 @@ static json_t *desired(Server *s, uint32_t node, json_t *forget, int64_t now)
         }
         /* the replacement, unless the job is being stopped; a retiring worker is left
          * out, so its agent stops it */
-        const LifeWorker *sh = &j->shadow;
-        if (j->move == MOVE_STARTING && sh->node == node && j->st.state == JOB_RUNNING &&
+        const LifeWorker *sh = &j->life.shadow;
+        if (j->life.move == LIFE_MOVE_STARTING && sh->node == node && j->st.state == JOB_RUNNING &&
             (sh->state == LIFE_WORKER_ASSIGNED || sh->state == LIFE_WORKER_RUNNING))
             json_array_append_new(workers, worker_json(s, j, &j->sj.pl, 0, sh->run, now));
     }

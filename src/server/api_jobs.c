@@ -53,7 +53,7 @@ static json_t *placement_json(Server *s, const ServerJob *j)
 {
     json_t *a = json_array();
     /* while a moved server's replacement starts, its worker is still the old one */
-    const Placement *pl = j->move == MOVE_STARTING ? &j->sj.moved_from : &j->sj.pl;
+    const Placement *pl = j->life.move == LIFE_MOVE_STARTING ? &j->sj.moved_from : &j->sj.pl;
     size_t n = MIN(j->life.n_workers, pl->n_workers);
     for (size_t i = 0; a && i < n; i++) {
         const WorkerAlloc *w = &pl->workers[i];

@@ -38,7 +38,7 @@ static int collect_holders(Server *s, Holder **ret, size_t *ret_n)
         const ServerJob *j = s->holding[k];
         /* a model server being moved holds its old GPUs too */
         const Placement *pls[2] = {&j->sj.pl, &j->sj.moved_from};
-        size_t n_pls = j->move != MOVE_NONE ? 2 : 1;
+        size_t n_pls = j->life.move != LIFE_MOVE_NONE ? 2 : 1;
         for (size_t p = 0; p < n_pls; p++)
             for (size_t w = 0; w < pls[p]->n_workers; w++) {
                 const WorkerAlloc *wa = &pls[p]->workers[w];

@@ -173,7 +173,7 @@ static int add_open(Usage *u, Server *s, int64_t now)
         const ServerJob *j = s->holding[k];
         /* a move under way holds both allocations */
         size_t n_allocs =
-            j->sj.pl.n_workers + (j->move != MOVE_NONE ? j->sj.moved_from.n_workers : 0);
+            j->sj.pl.n_workers + (j->life.move != LIFE_MOVE_NONE ? j->sj.moved_from.n_workers : 0);
         for (size_t w = 0; w < n_allocs; w++) {
             bool old = w >= j->sj.pl.n_workers;
             const WorkerAlloc *wa =

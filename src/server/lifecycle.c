@@ -225,9 +225,8 @@ static int on_release(void *arg, LifeJob *lj, int64_t now_ms)
     ServerJob *j = server_job_of(lj);
     server_charge(s, j, &j->sj.pl, j->pl_from_ms, now_ms, s->life_ch);
     /* a move under way: both allocations were held until now */
-    if (j->move != MOVE_NONE)
+    if (j->life.move != LIFE_MOVE_NONE)
         server_charge(s, j, &j->sj.moved_from, j->moved_from_ms, now_ms, s->life_ch);
-    j->move = MOVE_NONE;
     server_unhold(s, j);
     checkpoint_gang_free(j->ckpt); /* the run's reports: the next run makes its own */
     j->ckpt = NULL;
@@ -243,6 +242,12 @@ static int on_sized(void *arg, LifeJob *lj)
 {
     server_job_shape((Server *)arg, server_job_of(lj));
     return 0;
+}
+
+static int on_moved(void *arg, LifeJob *lj, bool done, int64_t now_ms)
+{
+    Server *s = arg;
+    return server_job_moved(s, server_job_of(lj), done, now_ms, s->life_ch);
 }
 
 static int on_learned(void *arg, const LearnEntry *e)
@@ -267,6 +272,7 @@ void server_life_init(Server *s)
                               .event = on_event,
                               .release = on_release,
                               .sized = on_sized,
+                              .moved = on_moved,
                               .learned = on_learned,
                               .next_waiting = next_waiting}};
 }
@@ -286,13 +292,13 @@ void server_job_life_init(ServerJob *j)
 
 /* The lifecycle, writing what it does into ch. A failure of the lifecycle (memory) is
  * logged; what it listed is written with the rest. */
-static Life *life_of(Server *s, Changes *ch)
+Life *server_life(Server *s, Changes *ch)
 {
     s->life_ch = ch;
     return &s->life;
 }
 
-static void life_done(Server *s, const ServerJob *j, int err, const char *what)
+void server_life_done(Server *s, const ServerJob *j, int err, const char *what)
 {
     s->life_ch = NULL;
     if (err)
@@ -303,8 +309,8 @@ static void life_done(Server *s, const ServerJob *j, int err, const char *what)
 int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
     const Placement *pl = &j->sj.pl;
-    int r = life_start(life_of(s, ch), &j->life, now_ms);
-    life_done(s, j, r, "start");
+    int r = life_start(server_life(s, ch), &j->life, now_ms);
+    server_life_done(s, j, r, "start");
     if (r)
         return r;
     j->gpu_equivalents = 0;
@@ -319,7 +325,6 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     /* an engine's workers (pods) have addresses of their own: no port to share out */
     j->master_port = pl->n_workers && !s->opt.external_nodes ? pick_master_port(s, j) : 0;
     j->pl_from_ms = now_ms;
-    j->move = MOVE_NONE;
     server_save_mig(s, pl);
     s->counters.started++;
     return server_hold(s, j);
@@ -352,20 +357,20 @@ void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t f
 void server_job_stop(Server *s, ServerJob *j, LifeStop mode, bool requeue, int64_t now_ms,
                      Changes *ch)
 {
-    int r = life_stop(life_of(s, ch), &j->life, mode, requeue, now_ms);
-    life_done(s, j, r, "stop");
+    int r = life_stop(server_life(s, ch), &j->life, mode, requeue, now_ms);
+    server_life_done(s, j, r, "stop");
 }
 
 void server_job_end(Server *s, ServerJob *j, JobState final, int64_t now_ms, Changes *ch)
 {
-    int r = life_end(life_of(s, ch), &j->life, (LifeState) final, now_ms);
-    life_done(s, j, r, "end");
+    int r = life_end(server_life(s, ch), &j->life, (LifeState) final, now_ms);
+    server_life_done(s, j, r, "end");
 }
 
 void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
-    int r = life_progress(life_of(s, ch), &j->life, now_ms);
-    life_done(s, j, r, "progress");
+    int r = life_progress(server_life(s, ch), &j->life, now_ms);
+    server_life_done(s, j, r, "progress");
 }
 
 bool server_job_on_node(const ServerJob *j, uint32_t node, bool running_only)
@@ -379,8 +384,8 @@ static void requeue_from_node(Server *s, ServerJob *j, uint32_t node, const char
                               int64_t now_ms, Changes *ch)
 {
     s->counters.requeued_lost++;
-    int r = life_node_gone(life_of(s, ch), &j->life, node, why, now_ms);
-    life_done(s, j, r, "node_gone");
+    int r = life_node_gone(server_life(s, ch), &j->life, node, why, now_ms);
+    server_life_done(s, j, r, "node_gone");
 }
 
 ServerJob **server_jobs_on_node(Server *s, uint32_t node, size_t *ret_n)
@@ -390,7 +395,8 @@ ServerJob **server_jobs_on_node(Server *s, uint32_t node, size_t *ret_n)
     for (size_t i = 0; jobs && i < s->n_holding; i++) {
         ServerJob *j = s->holding[i];
         if (server_job_on_node(j, node, false) ||
-            (j->move != MOVE_NONE && j->shadow.node == node && !life_worker_ended(&j->shadow)))
+            (j->life.move != LIFE_MOVE_NONE && j->life.shadow.node == node &&
+             !life_worker_ended(&j->life.shadow)))
             jobs[n++] = j;
     }
     *ret_n = n;
@@ -411,8 +417,9 @@ static void node_give_up(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
              (long long)((server_mono_ms() - ns->seen_mono_ms) / 1000));
     for (size_t i = 0; i < n; i++) {
         ServerJob *j = jobs[i];
-        if (j->move != MOVE_NONE && j->shadow.node == node && !life_worker_ended(&j->shadow)) {
-            j->shadow.state = LIFE_WORKER_GONE;
+        if (j->life.move != LIFE_MOVE_NONE && j->life.shadow.node == node &&
+            !life_worker_ended(&j->life.shadow)) {
+            j->life.shadow.state = LIFE_WORKER_GONE;
             server_move_progress(s, j, now_ms, ch);
         }
         if (server_job_on_node(j, node, false))

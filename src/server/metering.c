@@ -189,7 +189,7 @@ void metering_cycle(Server *s, int64_t now_ms)
         for (size_t w = 0; w < j->sj.pl.n_workers; w++)
             ten->teams[j->sj.team].month_micro_hours +=
                 month_part(s, worker_units(s->c, &j->sj.pl.workers[w]), j->pl_from_ms, now_ms);
-        for (size_t w = 0; j->move != MOVE_NONE && w < j->sj.moved_from.n_workers; w++)
+        for (size_t w = 0; j->life.move != LIFE_MOVE_NONE && w < j->sj.moved_from.n_workers; w++)
             ten->teams[j->sj.team].month_micro_hours += month_part(
                 s, worker_units(s->c, &j->sj.moved_from.workers[w]), j->moved_from_ms, now_ms);
     }

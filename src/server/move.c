@@ -8,6 +8,10 @@
  * allocation, is not moved again for ten minutes, and the run number stays used, so no
  * agent ever sees a key twice.
  *
+ * The steps are the shared lifecycle's (src/life/move.c); this file keeps what only the
+ * server has: the charges of both allocations, the placement a restart reloads, and the
+ * backoff after a replacement fails.
+ *
  * The store holds the replacement's allocation and run from the start of the move, so a
  * server restarted during one reloads the job as its replacement (which its agent has
  * under that key); the old worker, no longer listed, is stopped, but its GPUs count as
@@ -16,7 +20,6 @@
 #include "server/state.h"
 #include "util/log.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 /* After a replacement fails, the server stays where it is this long: a command that
@@ -34,78 +37,39 @@ static void set_placement_json(Server *s, ServerJob *j)
 
 int server_job_move(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
-    const char *from = s->c->nodes[j->sj.moved_from.workers[0].node].name;
-    const char *to = s->c->nodes[j->sj.pl.workers[0].node].name;
-    j->life.run++; /* the replacement's run */
-    j->st.run = j->life.run;
-    j->shadow = (LifeWorker){.node = j->sj.pl.workers[0].node,
-                             .run = j->st.run,
-                             .state = LIFE_WORKER_ASSIGNED,
-                             .start_ms = -1};
+    int r = life_move_start(server_life(s, ch), &j->life, now_ms);
+    server_life_done(s, j, r, "move");
+    if (r)
+        return r;
     j->moved_from_ms = j->pl_from_ms;
     j->pl_from_ms = now_ms;
-    j->move = MOVE_STARTING;
     server_save_mig(s, &j->sj.pl);
     set_placement_json(s, j);
-    char detail[160];
-    snprintf(detail, sizeof(detail), "from %s to %s, to empty a GPU for whole-GPU work", from, to);
-    changes_event(ch, j, now_ms, "move", detail);
-    /* each run has its start event, with its nodes (api_agent.c reads them back) */
-    snprintf(detail, sizeof(detail), "on %s", to);
-    changes_event(ch, j, now_ms, "start", detail);
-    changes_job(ch, j);
     return 0;
 }
 
-/* The replacement runs: it is the job's worker now, and the old one retires. */
-static void commit(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
+int server_job_moved(Server *s, ServerJob *j, bool done, int64_t now_ms, Changes *ch)
 {
-    LifeWorker old = j->life.workers[0];
-    j->life.workers[0] = j->shadow;
-    j->shadow = old;
-    j->move = MOVE_RETIRING;
-    j->life.start_ms = j->life.workers[0].start_ms > 0 ? j->life.workers[0].start_ms : now_ms;
-    j->st.start_ms = j->life.start_ms;
-    changes_event(ch, j, now_ms, "moved", "the replacement serves; the old worker stops");
-    changes_job(ch, j);
-}
-
-/* The old worker is gone: what it held goes. */
-static void retire(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
-{
-    server_charge(s, j, &j->sj.moved_from, j->moved_from_ms, now_ms, ch);
-    sched_move_done(&s->sched, &j->sj);
-    j->move = MOVE_NONE;
     s->dirty = true;
-    changes_job(ch, j);
-}
-
-/* The replacement could not start: the old worker goes on where it was. */
-static void abandon(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
-{
+    if (done) {
+        server_charge(s, j, &j->sj.moved_from, j->moved_from_ms, now_ms, ch);
+        return 0;
+    }
     server_charge(s, j, &j->sj.pl, j->pl_from_ms, now_ms, ch);
-    sched_move_abort(&s->sched, &j->sj);
-    set_placement_json(s, j);
     j->pl_from_ms = j->moved_from_ms;
-    j->move = MOVE_NONE;
     j->no_move_until_ms = now_ms + MOVE_BACKOFF_MS;
-    s->dirty = true;
     log_error("event=move_abandoned job=%lld node=%s", (long long)j->st.id,
-              s->c->nodes[j->shadow.node].name);
-    changes_event(ch, j, now_ms, "move-failed",
-                  j->shadow.state == LIFE_WORKER_GONE ? "its replacement's node was lost"
-                                                      : "its replacement could not start");
-    changes_job(ch, j);
+              s->c->nodes[j->life.shadow.node].name);
+    return 0;
 }
 
 void server_move_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
 {
-    if (j->move == MOVE_STARTING) {
-        if (j->shadow.state == LIFE_WORKER_RUNNING && !life_worker_ended(&j->life.workers[0]))
-            commit(s, j, now_ms, ch);
-        else if (life_worker_ended(&j->shadow))
-            abandon(s, j, now_ms, ch);
-    }
-    if (j->move == MOVE_RETIRING && life_worker_ended(&j->shadow))
-        retire(s, j, now_ms, ch);
+    bool starting = j->life.move == LIFE_MOVE_STARTING;
+    int r = life_move_progress(server_life(s, ch), &j->life, now_ms);
+    server_life_done(s, j, r, "move_progress");
+    /* abandoned (a replacement that starts cannot retire in the same step): the old
+     * allocation, which the core gave back to sj.pl, is the one to reload */
+    if (!r && starting && j->life.move == LIFE_MOVE_NONE)
+        set_placement_json(s, j);
 }

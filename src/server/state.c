@@ -1054,7 +1054,7 @@ static int collect_running(Server *s, int64_t now, size_t *ret_n)
         j->sj.attained_gpu_ms = j->gpu_equivalents * (double)(now - j->sj.run_start_ms);
         /* a model server whose one worker runs may be moved (move.c) */
         j->sj.movable = j->spec.kind == KIND_INFERENCE && j->st.state == JOB_RUNNING &&
-                        j->move == MOVE_NONE && now >= j->no_move_until_ms &&
+                        j->life.move == LIFE_MOVE_NONE && now >= j->no_move_until_ms &&
                         j->life.n_workers == 1 && j->life.workers[0].state == LIFE_WORKER_RUNNING;
         s->running[n++] = &j->sj;
     }

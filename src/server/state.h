@@ -66,16 +66,6 @@ typedef struct Caller {
     char user[64]; /* who the token acts for ("" none: a token made before users) */
 } Caller;
 
-/* A model server the core moves (consolidate.h), make-before-break: its replacement is
- * worker 0 of a new run on sj.pl while the old worker serves from sj.moved_from; once the
- * replacement runs it is the job's worker, and the old one is told to stop (no longer
- * listed) and retires: what it held goes when its agent reports it gone. */
-typedef enum MoveState {
-    MOVE_NONE,
-    MOVE_STARTING, /* `shadow` is the replacement */
-    MOVE_RETIRING, /* `shadow` is the old worker */
-} MoveState;
-
 typedef struct ServerJob {
     StoreJob st;  /* the durable record; st.state is the JobState, st's state, run, exit
                    * code and times copied from life's whenever life changes them */
@@ -89,8 +79,6 @@ typedef struct ServerJob {
     bool parked;              /* pending but out of the queue: its engine has not the
                                * pods to run it yet (server_job_park) */
     bool in_changes;          /* listed in a Changes being built (one list at a time) */
-    uint8_t move;             /* MoveState */
-    LifeWorker shadow;        /* moving: the worker of the allocation that is not sj.pl's */
     int64_t pl_from_ms;       /* sj.pl is charged from then (its run's start, or its move) */
     int64_t moved_from_ms;    /* moving: sj.moved_from was charged from then */
     int64_t no_move_until_ms; /* a replacement failed: not moved again before then */
@@ -301,6 +289,13 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
 int server_job_move(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
 /* The shadow worker of a move changed state: commit, retire or abandon the move. */
 void server_move_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
+/* The lifecycle ended a move (its sink, move.c): done, charge the old allocation;
+ * abandoned, the replacement's, and hold the job back from moving for a while. */
+int server_job_moved(Server *s, ServerJob *j, bool done, int64_t now_ms, Changes *ch);
+/* The lifecycle, its sink writing into ch (the lock held), and the end of the call:
+ * an error of it is logged. */
+Life *server_life(Server *s, Changes *ch);
+void server_life_done(Server *s, const ServerJob *j, int err, const char *what);
 /* Charge what pl held from from_ms to now_ms (usage records, per worker). */
 void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
                    int64_t now_ms, Changes *ch);

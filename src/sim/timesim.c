@@ -434,28 +434,28 @@ static int start_move(TimeSim *s, uint32_t j)
         delay += s->in->opt.reconfig_delay_ms;
     }
     evlog_workers(&s->ev, s->c, s->now_ms, "move", name, &sj->sj.pl);
+    int err = life_move_start(&s->life, &sj->life, s->now_ms);
+    if (err)
+        return err;
     account(s, j, -1, false);
     sj->alloc_eq = placement_eq(s->c, &sj->sj.pl) + placement_eq(s->c, &sj->sj.moved_from);
     account(s, j, +1, false);
     return evq_push(&s->q, s->now_ms + delay, EV_MOVED, j, ++sj->move_seq);
 }
 
+/* The replacement is ready: it serves, and the old worker stops at once. */
 static int end_move(TimeSim *s, uint32_t j)
 {
     SimJob *sj = &s->jobs[j];
     if (!sj->sj.moving)
         return 0;
-    evlog_workers(&s->ev, s->c, s->now_ms, "moved", spec_of(s, j)->name, &sj->sj.moved_from);
-    bool busy = sj->phase == PH_RUNNING;
-    account(s, j, -1, busy);
-    sched_move_done(&s->sched, &sj->sj);
-    sj->alloc_eq = placement_eq(s->c, &sj->sj.pl);
-    if (busy)
-        sj->busy_eq = MIN(demand_of(s, j), sj->alloc_eq);
-    account(s, j, +1, busy);
-    s->changes++;
-    s->dirty = true;
-    return 0;
+    sj->life.shadow.state = LIFE_WORKER_RUNNING;
+    sj->life.shadow.start_ms = s->now_ms;
+    int err = life_move_progress(&s->life, &sj->life, s->now_ms);
+    if (err)
+        return err;
+    sj->life.shadow.state = LIFE_WORKER_EXITED;
+    return life_move_progress(&s->life, &sj->life, s->now_ms);
 }
 
 /* ---- the lifecycle's sink (life.h) ---- */
@@ -483,6 +483,26 @@ static int on_release(void *arg, LifeJob *lj, int64_t now_ms)
         evlog_workers(&s->ev, s->c, now_ms, "moved", spec_of(s, j)->name, &lj->sj->moved_from);
     unhold(s, j);
     sj->epoch++;
+    s->dirty = true;
+    return 0;
+}
+
+/* A move is over: the old allocation goes (the core lets go of it next). */
+static int on_moved(void *arg, LifeJob *lj, bool done, int64_t now_ms)
+{
+    TimeSim *s = arg;
+    SimJob *sj = sim_job(lj);
+    uint32_t j = lj->sj->id;
+    if (!done)
+        return -EINVAL; /* a simulated replacement always starts */
+    evlog_workers(&s->ev, s->c, now_ms, "moved", spec_of(s, j)->name, &lj->sj->moved_from);
+    bool busy = sj->phase == PH_RUNNING;
+    account(s, j, -1, busy);
+    sj->alloc_eq = placement_eq(s->c, &lj->sj->pl);
+    if (busy)
+        sj->busy_eq = MIN(demand_of(s, j), sj->alloc_eq);
+    account(s, j, +1, busy);
+    s->changes++;
     s->dirty = true;
     return 0;
 }
@@ -1128,6 +1148,7 @@ static int setup(TimeSim *s)
                               .changed = on_changed,
                               .event = on_event,
                               .release = on_release,
+                              .moved = on_moved,
                               .next_waiting = next_waiting}};
     return sched_init(&s->sched, s->c, &s->ctx, &cfg, prep->n_shapes);
 }
