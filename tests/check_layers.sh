@@ -18,7 +18,7 @@ if [ -n "$bad" ]; then
   fail=1
 fi
 # layers: util <- core <- life; core <- spec; life, spec <- sim; util <- store, net;
-# core, life, spec, store <- server; core, spec, net <- agent; core, spec, store, net,
+# core, life, spec, store <- server; core, life, spec, net <- agent; core, spec, store, net,
 # server <- kube; cli on top of all
 check() {
   layer=$1; shift
@@ -38,7 +38,7 @@ check sim store net server agent kube cli
 check store core life spec sim net server agent kube cli
 check net core life spec sim store server agent kube cli
 check server sim net agent kube cli
-check agent life sim store server kube cli
+check agent sim store server kube cli
 check kube sim agent cli
 [ $fail -eq 0 ] && echo "layers ok"
 exit $fail

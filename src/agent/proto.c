@@ -1,5 +1,6 @@
 /* proto.c: building the heartbeat report and reading the server's reply. */
 #include "agent/proto.h"
+#include "life/life.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -173,7 +174,7 @@ int proto_reply_parse(const char *body, size_t len, HeartbeatReply *ret, Buf *er
     const char *sid = json_string_value(json_object_get(r.root, "server_id"));
     r.server_id = sid && *sid && strlen(sid) <= WORKER_SERVER_ID_MAX ? sid : NULL;
     json_t *hb = json_object_get(r.root, "heartbeat_ms");
-    r.heartbeat_ms = json_is_integer(hb) ? json_integer_value(hb) : 500;
+    r.heartbeat_ms = json_is_integer(hb) ? json_integer_value(hb) : LIFE_HEARTBEAT_MS;
     if (r.heartbeat_ms < PROTO_HEARTBEAT_MIN_MS)
         r.heartbeat_ms = PROTO_HEARTBEAT_MIN_MS;
     if (r.heartbeat_ms > PROTO_HEARTBEAT_MAX_MS)

@@ -84,6 +84,17 @@ typedef enum LifeMove {
     LIFE_MOVE_RETIRING, /* `shadow` is the old worker */
 } LifeMove;
 
+/* The lifecycle's clock on the nodes, beside the core's defaults (sched.h: minimum run
+ * time, fair-share half-life, grace), defined once for every driver and the agents: how
+ * often a node reports, the silence after which it is lost and takes no new work, and
+ * how long a lost node's running work waits for it before its jobs are requeued
+ * (Kubernetes' node-monitor-grace-period is 40 s and its pod eviction 5 min after that;
+ * Slurm's SlurmdTimeout is 300 s: docs/agent.md says why). Plain numbers, so that help
+ * texts can quote them. */
+#define LIFE_HEARTBEAT_MS  500
+#define LIFE_LOST_AFTER_MS 40000
+#define LIFE_LOST_GRACE_MS 300000
+
 /* The reason a job is failed when its class needs more GPU memory than any GPU of the
  * cluster has: the same words wherever it is seen. */
 #define LIFE_UNFIT_REASON "its workload class needs more GPU memory than any GPU of the cluster has"

@@ -30,12 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_HEARTBEAT_MS 500
-/* Kubernetes' node-monitor-grace-period (40 s) and pod eviction (5 min after that);
- * Slurm's SlurmdTimeout is 300 s: docs/agent.md says why */
-#define DEFAULT_LOST_AFTER_MS 40000
-#define DEFAULT_LOST_GRACE_MS 300000
-#define DEFAULT_CYCLE_MS      1000
+#define DEFAULT_CYCLE_MS 1000
 /* Kicks closer together than this share one cycle: a burst of submissions is placed
  * in one pass over the queue. */
 #define MIN_CYCLE_GAP_MS 20
@@ -458,11 +453,11 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         return -ENOMEM;
     s->opt = *o;
     if (s->opt.heartbeat_ms <= 0)
-        s->opt.heartbeat_ms = DEFAULT_HEARTBEAT_MS;
+        s->opt.heartbeat_ms = LIFE_HEARTBEAT_MS;
     if (s->opt.lost_after_ms <= 0)
-        s->opt.lost_after_ms = DEFAULT_LOST_AFTER_MS;
+        s->opt.lost_after_ms = LIFE_LOST_AFTER_MS;
     if (s->opt.lost_grace_ms < 0)
-        s->opt.lost_grace_ms = DEFAULT_LOST_GRACE_MS;
+        s->opt.lost_grace_ms = LIFE_LOST_GRACE_MS;
     if (s->opt.cycle_ms <= 0)
         s->opt.cycle_ms = DEFAULT_CYCLE_MS;
     pthread_mutex_init(&s->lock, NULL);

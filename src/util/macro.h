@@ -10,6 +10,9 @@
 #define MIN(a, b)     ((a) < (b) ? (a) : (b))
 #define MAX(a, b)     ((a) > (b) ? (a) : (b))
 #define UNUSED        __attribute__((unused))
+/* A macro's value as a string literal. */
+#define STRINGIFY(x)  STRINGIFY_(x)
+#define STRINGIFY_(x) #x
 /* The struct of type t whose member m p points to. */
 #define CONTAINER_OF(p, t, m) ((t *)(void *)((char *)(p)-offsetof(t, m)))
 
