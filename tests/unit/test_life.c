@@ -3,7 +3,8 @@
  * down whole; a worker out of GPU memory teaches its class, resizes the class's waiting
  * jobs and runs again one size up, or fails when no GPU holds what it needs; a stop
  * requeues with what is left of the estimate, a cancel overrides a preemption; a lost
- * node requeues the run; and a sink that fails stops the step with its error. Driven by
+ * node requeues the run; a model server moves make-before-break, or keeps its place when
+ * its replacement cannot start; and a sink that fails stops the step with its error. Driven by
  * the real core (scheduler, placer, learned memory) on a small cluster. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -49,7 +50,7 @@ typedef struct World {
     size_t n_jobs;
     Seen ev[MAX_EVENTS];
     size_t n_ev;
-    unsigned released, learned, changed;
+    unsigned released, learned, changed, moves_done, moves_abandoned;
     int fail_release; /* the release callback returns this */
 } World;
 
@@ -81,6 +82,18 @@ static int on_changed(void *arg, LifeJob *j)
     return 0;
 }
 
+static int on_moved(void *arg, LifeJob *j, bool done, int64_t now_ms)
+{
+    (void)now_ms;
+    World *w = arg;
+    assert_true(j->sj->moving); /* the core lets go after its driver heard */
+    if (done)
+        w->moves_done++;
+    else
+        w->moves_abandoned++;
+    return 0;
+}
+
 static int on_learned(void *arg, const LearnEntry *e)
 {
     assert_non_null(e);
@@ -104,15 +117,18 @@ static LifeJob *next_waiting(void *arg, const char *cls, int64_t *pos)
     return NULL;
 }
 
-/* Two nodes of two H100s, MIG allowed. */
-static World *world_new(void)
+/* `nodes` nodes of two H100s, MIG allowed. */
+static World *world_of(unsigned nodes)
 {
     World *w = calloc(1, sizeof(*w));
     assert_non_null(w);
-    const char *yaml = "name: t\n"
-                       "pools:\n"
-                       "  - {name: h, tier: owned, nodes: 2,\n"
-                       "     node: {gpu_model: H100-80GB-SXM5, gpus: 2, mig: true}}\n";
+    char yaml[256];
+    snprintf(yaml, sizeof(yaml),
+             "name: t\n"
+             "pools:\n"
+             "  - {name: h, tier: owned, nodes: %u,\n"
+             "     node: {gpu_model: H100-80GB-SXM5, gpus: 2, mig: true}}\n",
+             nodes);
     Buf err = {0};
     if (spec_parse_cluster_yaml(yaml, strlen(yaml), "c.yaml", &w->c, &err))
         fail_msg("cluster: %s", buf_str(&err));
@@ -131,8 +147,14 @@ static World *world_new(void)
                               .event = on_event,
                               .release = on_release,
                               .learned = on_learned,
+                              .moved = on_moved,
                               .next_waiting = next_waiting}};
     return w;
+}
+
+static World *world_new(void)
+{
+    return world_of(2);
 }
 
 static void world_free(World *w)
@@ -180,6 +202,7 @@ static LifeJob *submit(World *w, const char *name, unsigned workers, unsigned gp
                         .team = TEAM_NONE,
                         .priority = s->priority,
                         .preemptible = true,
+                        .movable = mig != NULL, /* a model server in a slice */
                         .submit_ms = submit_ms,
                         .grace_ms = SCHED_GRACE_MS,
                         .nominated = SCHED_NONE};
@@ -201,9 +224,12 @@ static void cycle(World *w, int64_t now)
             running[n++] = w->jobs[i].sj;
     SchedDecisions d = {0};
     assert_int_equal(sched_cycle(&w->sched, now, running, n, &d), 0);
-    for (size_t k = 0; k < d.n; k++)
+    for (size_t k = 0; k < d.n; k++) {
         if (d.d[k].kind == SCHED_START)
             assert_int_equal(life_start(&w->life, &w->jobs[d.d[k].job], now), 0);
+        if (d.d[k].kind == SCHED_MOVE)
+            assert_int_equal(life_move_start(&w->life, &w->jobs[d.d[k].job], now), 0);
+    }
     sched_decisions_free(&d);
 }
 
@@ -429,6 +455,95 @@ static void test_sink_error_returned(void **state)
     world_free(w);
 }
 
+/* One node of two H100s, GPU 0 holding one idle 1g.10gb at slot 0 and GPU 1 two at slots
+ * 0 and 1; three model servers in them (s0 alone on GPU 0), and at 10 minutes a
+ * whole-GPU job that cannot start: the core moves s0 off GPU 0 (test_sched.c says why). */
+static World *moving_world(LifeJob **s0)
+{
+    World *w = world_of(1);
+    const GpuModel *m = &w->c->models[w->c->nodes[0].model].m;
+    int p = catalog_profile_index(m, "1g.10gb");
+    assert_true(p >= 0);
+    const unsigned at[3][2] = {{0, 0}, {1, 0}, {1, 1}};
+    for (size_t k = 0; k < 3; k++) {
+        MigLayout l = node_gpu_c(w->c, &w->c->nodes[0], at[k][0])->mig;
+        l.profile_at[at[k][1]] = (uint8_t)p;
+        assert_int_equal(cluster_set_mig(w->c, 0, at[k][0], &l), 0);
+    }
+    const char *names[3] = {"serve-a", "serve-b", "serve-c"};
+    for (size_t k = 0; k < 3; k++)
+        submit(w, names[k], 1, 0, "1g.10gb", NO_DURATION, (int64_t)k);
+    cycle(w, 0);
+    for (size_t k = 0; k < 3; k++)
+        all_running(w, &w->jobs[k], 0);
+    *s0 = &w->jobs[0];
+    assert_int_equal((*s0)->sj->pl.workers[0].grants[0].index, 0);
+    submit(w, "whole", 1, 1, NULL, NO_DURATION, 600000);
+    cycle(w, 600000);
+    return w;
+}
+
+/* A move begins as the next run beside the old worker, commits when the replacement
+ * runs (it is worker 0 now), and retires the old worker once it is gone: only then does
+ * the core let go of the old allocation, and the whole-GPU job starts. */
+static void test_move_commits_then_retires(void **state)
+{
+    (void)state;
+    LifeJob *s0;
+    World *w = moving_world(&s0);
+    assert_int_equal(s0->move, LIFE_MOVE_STARTING);
+    assert_true(s0->sj->moving);
+    assert_int_equal(s0->run, 2);
+    assert_int_equal(s0->shadow.run, 2);
+    assert_int_equal(s0->shadow.state, LIFE_WORKER_ASSIGNED);
+    assert_string_equal(last_event(w, 0, "move")->detail,
+                        "from h-0 to h-0, to empty a GPU for whole-GPU work");
+    assert_string_equal(last_event(w, 0, "start")->detail, "on h-0");
+    assert_int_equal(life_move_progress(&w->life, s0, 610000), 0);
+    assert_int_equal(s0->move, LIFE_MOVE_STARTING); /* nothing reported yet */
+
+    s0->shadow.state = LIFE_WORKER_RUNNING;
+    s0->shadow.start_ms = 620000;
+    assert_int_equal(life_move_progress(&w->life, s0, 621000), 0);
+    assert_int_equal(s0->move, LIFE_MOVE_RETIRING);
+    assert_int_equal(s0->workers[0].run, 2);
+    assert_int_equal(s0->shadow.state, LIFE_WORKER_RUNNING); /* the old one, told to stop */
+    assert_int_equal(s0->start_ms, 620000);
+    assert_non_null(last_event(w, 0, "moved"));
+    assert_int_equal(w->moves_done, 0);
+
+    s0->shadow.state = LIFE_WORKER_EXITED;
+    assert_int_equal(life_move_progress(&w->life, s0, 630000), 0);
+    assert_int_equal(s0->move, LIFE_MOVE_NONE);
+    assert_int_equal(w->moves_done, 1);
+    assert_false(s0->sj->moving);
+    assert_int_equal(s0->state, LIFE_RUNNING);
+    cycle(w, 640000);
+    assert_int_equal(w->jobs[3].state, LIFE_STARTING);
+    world_free(w);
+}
+
+/* A replacement that cannot start is abandoned: the job keeps its old worker and
+ * allocation, and its run number stays used. */
+static void test_move_abandoned(void **state)
+{
+    (void)state;
+    LifeJob *s0;
+    World *w = moving_world(&s0);
+    assert_int_equal(s0->move, LIFE_MOVE_STARTING);
+    s0->shadow.state = LIFE_WORKER_FAILED;
+    assert_int_equal(life_move_progress(&w->life, s0, 610000), 0);
+    assert_int_equal(s0->move, LIFE_MOVE_NONE);
+    assert_int_equal(w->moves_abandoned, 1);
+    assert_false(s0->sj->moving);
+    assert_int_equal(s0->sj->pl.workers[0].grants[0].index, 0);
+    assert_int_equal(s0->workers[0].state, LIFE_WORKER_RUNNING); /* the old worker serves on */
+    assert_int_equal(s0->run, 2);
+    assert_string_equal(last_event(w, 0, "move-failed")->detail, "its replacement could not start");
+    assert_int_equal(s0->state, LIFE_RUNNING);
+    world_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +554,8 @@ int main(void)
         cmocka_unit_test(test_stop_requeue_and_cancel),
         cmocka_unit_test(test_node_gone_requeues),
         cmocka_unit_test(test_sink_error_returned),
+        cmocka_unit_test(test_move_commits_then_retires),
+        cmocka_unit_test(test_move_abandoned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
