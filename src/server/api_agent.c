@@ -490,6 +490,14 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     pthread_mutex_lock(&s->lock);
+    if (server_diverged(s)) {
+        /* a change failed to be written while this waited for the lock: the reply would
+         * tell the agent of it (state.h, server_diverge) */
+        pthread_mutex_unlock(&s->lock);
+        http_reply_error(rp, 503, "the server is restarting; report again");
+        json_decref(body);
+        return;
+    }
     int idx = cluster_find_node(s->c, name);
     if (idx < 0) {
         pthread_mutex_unlock(&s->lock);

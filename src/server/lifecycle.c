@@ -32,8 +32,14 @@ void changes_job(Changes *ch, ServerJob *j)
         ch->jobs[ch->n_jobs++] = j;
         j->in_changes = true;
     } else {
-        ch->oom = true;
+        changes_fail(ch, -ENOMEM);
     }
+}
+
+void changes_fail(Changes *ch, int err)
+{
+    if (!ch->err)
+        ch->err = err;
 }
 
 void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail)
@@ -42,8 +48,7 @@ void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, co
     if ((detail && !copy) || GROW(ch->events, ch->events_cap, ch->n_events + 1) < 0 ||
         GROW(ch->strs, ch->strs_cap, ch->n_strs + 1) < 0) {
         free(copy);
-        ch->oom = true;
-        changes_job(ch, j);
+        changes_fail(ch, -ENOMEM);
         return;
     }
     if (copy)
@@ -58,7 +63,7 @@ static void changes_usage(Changes *ch, const StoreUsage *u)
     if (GROW(ch->usage, ch->usage_cap, ch->n_usage + 1) == 0)
         ch->usage[ch->n_usage++] = *u;
     else
-        ch->oom = true;
+        changes_fail(ch, -ENOMEM);
 }
 
 void changes_learned(Changes *ch, const LearnEntry *e)
@@ -73,7 +78,7 @@ void changes_learned(Changes *ch, const LearnEntry *e)
         ch->learned[ch->n_learned++] =
             (StoreLearned){.cls = e->cls, .peak_mib = e->peak_mib, .ooms = e->ooms};
     else
-        ch->oom = true;
+        changes_fail(ch, -ENOMEM);
 }
 
 static void changes_clear(Changes *ch)
@@ -83,7 +88,7 @@ static void changes_clear(Changes *ch)
     for (size_t i = 0; i < ch->n_strs; i++)
         free(ch->strs[i]);
     ch->n_jobs = ch->n_events = ch->n_usage = ch->n_learned = ch->n_strs = 0;
-    ch->oom = false;
+    ch->err = 0;
 }
 
 void changes_free(Changes *ch)
@@ -99,12 +104,14 @@ void changes_free(Changes *ch)
 
 int server_commit(Server *s, Changes *ch)
 {
-    if (!ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned && !ch->oom)
+    if (!ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned && !ch->err)
         return 0;
     Buf err = {0};
-    const StoreJob **up = ch->oom ? NULL : calloc(ch->n_jobs ? ch->n_jobs : 1, sizeof(*up));
-    int r = -ENOMEM;
-    if (up) {
+    int r = ch->err;
+    const StoreJob **up = r ? NULL : calloc(ch->n_jobs ? ch->n_jobs : 1, sizeof(*up));
+    if (!r && !up)
+        r = -ENOMEM;
+    if (!r) {
         for (size_t i = 0; i < ch->n_jobs; i++)
             up[i] = &ch->jobs[i]->st;
         StoreWrite w = {.updates = up,
@@ -117,21 +124,17 @@ int server_commit(Server *s, Changes *ch)
                         .n_learned = ch->n_learned};
         r = store_write(s->store, &w, &err);
     } else {
-        buf_puts(&err, ch->oom ? "out of memory listing a change" : "out of memory");
+        buf_puts(&err, ch->err ? "out of memory listing a change" : "out of memory");
     }
+    free(up);
     if (r < 0) {
-        /* memory is already ahead of the store and agents or users may hear of it:
-         * stop, so that a restart reloads the durable state and reconciles with the
-         * agents, rather than go on contradicting it (a change left out of the write for
-         * want of memory, written without it, would be lost the same way) */
-        log_error("event=store_write_failed jobs=%zu error=\"%s\" action=exit", ch->n_jobs,
-                  buf_str(&err));
-        _exit(1);
+        /* memory is ahead of the store now: nothing more may be told from it */
+        log_error("event=store_write_failed jobs=%zu error=\"%s\"", ch->n_jobs, buf_str(&err));
+        server_diverge(s, r);
     }
     buf_free(&err);
-    free(up);
     changes_clear(ch);
-    return 0;
+    return r < 0 ? r : 0;
 }
 
 static double worker_eq(const Cluster *c, const WorkerAlloc *w)
@@ -279,8 +282,9 @@ static void finish_run(Server *s, ServerJob *j, JobState final, int64_t now_ms, 
         j->requeue = false;
         j->sj.estimate_ms = j->spec.duration_estimate_ms;
         j->sj.last_checkpoint_ms = j->st.checkpoint_ms;
-        if (sched_enqueue(&s->sched, &j->sj) < 0)
-            log_error("event=requeue_failed job=%lld reason=out_of_memory", (long long)j->st.id);
+        int r = sched_enqueue(&s->sched, &j->sj);
+        if (r < 0)
+            changes_fail(ch, r); /* stored as pending, yet in no queue: a restart queues it */
         Buf from = {0};
         checkpoint_label(j->st.checkpoint, &from);
         changes_event(ch, j, now_ms, "requeue",
@@ -360,8 +364,9 @@ static void resize_waiting(Server *s, const ServerJob *learner, const char *cls,
                      (unsigned long long)learn_peak(&s->learn, cls));
             changes_event(ch, j, now_ms, "resized", detail);
         }
-        if (sched_enqueue(&s->sched, &j->sj) < 0)
-            log_error("event=requeue_failed job=%lld reason=out_of_memory", (long long)j->st.id);
+        r = sched_enqueue(&s->sched, &j->sj);
+        if (r < 0)
+            changes_fail(ch, r); /* stored as pending, yet in no queue: a restart queues it */
     }
 }
 
@@ -595,10 +600,10 @@ void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
     server_kick(s);
 }
 
-void server_check_nodes(Server *s, int64_t now_ms)
+int server_check_nodes(Server *s, int64_t now_ms)
 {
     if (s->opt.external_nodes)
-        return; /* their engine says when they are gone */
+        return 0; /* their engine says when they are gone */
     Changes ch = {0};
     int64_t mono = server_mono_ms();
     for (size_t i = 0; i < s->c->n_nodes; i++) {
@@ -621,6 +626,7 @@ void server_check_nodes(Server *s, int64_t now_ms)
         }
         node_lost(s, (uint32_t)i, now_ms, &ch);
     }
-    server_commit(s, &ch);
+    int r = server_commit(s, &ch);
     changes_free(&ch);
+    return r;
 }

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -85,6 +86,17 @@ int64_t server_mono_ms(void)
 ServerJob *server_job(Server *s, int64_t id)
 {
     return id > 0 && (size_t)id < s->jobs_cap ? s->jobs[id] : NULL;
+}
+
+void server_diverge(Server *s, int err)
+{
+    int none = 0;
+    atomic_compare_exchange_strong(&s->diverged, &none, err < 0 ? err : -EIO);
+}
+
+int server_diverged(const Server *s)
+{
+    return atomic_load(&s->diverged);
 }
 
 void server_kick(Server *s)
@@ -768,20 +780,30 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
     }
     if (!status) {
         pthread_mutex_lock(&s->lock);
-        for (size_t i = 0; i < n; i++) {
-            ServerJob *j = TAKE_PTR(sj[i]);
+        for (size_t i = 0; i < n && !status; i++) {
+            ServerJob *j = sj[i];
             JobSpec *js = &jobs->jobs[i];
             j->st.id = ins[i].id;
             j->sj.id = (uint32_t)ins[i].id;
-            j->st.spec_json = TAKE_PTR(ins[i].spec_json);
-            j->spec = *js; /* the job takes the spec's strings */
-            job_spec_init(js);
-            if (job_table_put(s, j) < 0 || sched_enqueue(&s->sched, &j->sj) < 0) {
-                /* durable, and the caller would be told otherwise: as with any write
-                 * memory cannot follow (server_commit), stop, and the restart loads it */
-                log_error("event=submit_memory job=%lld error=\"out of memory\" action=exit",
+            int r = job_table_put(s, j);
+            if (r == 0) {
+                sj[i] = NULL; /* the table's now */
+                j->st.spec_json = TAKE_PTR(ins[i].spec_json);
+                j->spec = *js; /* the job takes the spec's strings */
+                job_spec_init(js);
+                r = sched_enqueue(&s->sched, &j->sj);
+            }
+            if (r < 0) {
+                /* durable, yet memory cannot hold it: as with any write memory cannot
+                 * follow (server_commit), the server has diverged, and the restart that
+                 * follows loads it */
+                log_error("event=submit_memory job=%lld error=\"out of memory\"",
                           (long long)j->st.id);
-                _exit(1);
+                server_diverge(s, r);
+                buf_printf(err, "out of memory after the jobs were saved: the server restarts "
+                                "and they are queued then");
+                status = 500;
+                break;
             }
             j->position = sched_position_newest(&s->sched, &j->sj);
             ret_ids[i] = j->st.id;
@@ -884,7 +906,10 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
         } else {
             changes_job(&ch, j);
             changes_event(&ch, j, now, "priority", detail);
-            server_commit(s, &ch);
+            if (server_commit(s, &ch) < 0) {
+                buf_printf(err, "the store failed; the priority change may not have been saved");
+                status = 500;
+            }
         }
         s->order_stale = true;
         server_kick(s);
@@ -1066,12 +1091,16 @@ static void count_cycle(Server *s, double seconds)
     k->cycle_buckets[b]++;
 }
 
-static void run_cycle(Server *s, int64_t now)
+/* One cycle: the core's decisions carried out, and written in one commit before the
+ * engine (after_cycle) or the agents hear of them. 0, or the commit's negative errno (the
+ * server has diverged then); a cycle the core could not finish for want of memory is
+ * logged, not an error: what it decided is carried out (sched.h). */
+static int run_cycle(Server *s, int64_t now)
 {
     size_t n;
     if (collect_running(s, now, &n) < 0) {
         log_error("event=cycle_skipped reason=out_of_memory");
-        return;
+        return 0;
     }
     int64_t t0 = mono_ns();
     SchedDecisions dec = {0};
@@ -1100,12 +1129,25 @@ static void run_cycle(Server *s, int64_t now)
         log_error("event=cycle_failed error=%d", r);
     note_positions(s);
     provider_cycle(s, now, &ch);
-    server_commit(s, &ch);
+    int cr = server_commit(s, &ch);
     changes_free(&ch);
-    if (s->opt.after_cycle)
+    if (cr == 0 && s->opt.after_cycle)
         s->opt.after_cycle(s->opt.after_cycle_arg);
     sched_decisions_free(&dec);
     count_cycle(s, (double)(mono_ns() - t0) / 1e9);
+    return cr;
+}
+
+/* The daemon's top level for what the scheduler thread does: memory ahead of the store
+ * (server_diverge, from any thread) ends the process here, lock held, so that no reader
+ * sees a state the store lacks; the restart reloads the durable one. */
+static void stop_if_diverged(Server *s)
+{
+    int err = server_diverged(s);
+    if (!err)
+        return;
+    log_error("event=server_diverged error=%d action=exit", err);
+    _exit(1);
 }
 
 static void *sched_main(void *arg)
@@ -1115,12 +1157,15 @@ static void *sched_main(void *arg)
     int64_t next_cycle = 0, last_cycle = 0, gap = MIN_CYCLE_GAP_MS;
     while (!s->quit) {
         int64_t now = server_now_ms(), mono = mono_ns() / 1000000;
+        stop_if_diverged(s);
         server_check_nodes(s, now);
+        stop_if_diverged(s);
         nodespan_tick(s, now);
         utilization_sample(s, now);
         if ((s->dirty && mono - last_cycle >= gap) || mono >= next_cycle) {
             s->dirty = false;
             run_cycle(s, now);
+            stop_if_diverged(s);
             last_cycle = mono_ns() / 1000000;
             next_cycle = last_cycle + s->opt.cycle_ms;
             /* a long queue makes cycles long: space them so that they take at most a

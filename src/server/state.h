@@ -199,6 +199,9 @@ typedef struct Server {
     pthread_cond_t wake;  /* the scheduler thread waits on it */
     bool dirty;           /* something changed: run a cycle soon */
     bool quit;
+    /* a negative errno once a change made in memory could not be made durable (memory
+     * is ahead of the store: server_diverge); read without the lock */
+    _Atomic int diverged;
     pthread_t thread;
     bool thread_started;
 
@@ -283,6 +286,13 @@ uint32_t server_position_new(Server *s, const ServerJob *j);
 int64_t server_eta_ms(Server *s, const ServerJob *j);
 /* Wake the scheduler thread for a cycle now. */
 void server_kick(Server *s);
+/* Memory is ahead of the store (err: why, a negative errno): from now on the server tells
+ * nobody anything from it (heartbeats are refused, no cycle runs), and the daemon's top
+ * level (the scheduler thread's loop, the HTTP reply path) ends the process, so that a
+ * restart reloads the durable state. The first err stays. Any thread, lock or not. */
+void server_diverge(Server *s, int err);
+/* 0, or the err of the first server_diverge. Any thread, lock or not. */
+int server_diverged(const Server *s);
 
 /* For the agent endpoints (api_agent.c) and the scheduler thread; lock held. */
 
@@ -299,17 +309,24 @@ typedef struct Changes {
     size_t n_learned, learned_cap;
     char **strs; /* event details, owned */
     size_t n_strs, strs_cap;
-    bool oom; /* a change could not be listed: server_commit must not write the rest alone */
+    /* sticky: the first failure to list a change (or to make one in memory), a negative
+     * errno; server_commit then writes none of the rest, which alone would be a change
+     * with entries missing (SQLite's mallocFailed) */
+    int err;
 } Changes;
+/* The changes_* calls cannot fail: a change they cannot list sets ch->err. */
 void changes_job(Changes *ch, ServerJob *j);
+/* A change was made in memory that the lists cannot carry (err < 0): the whole fails. */
+void changes_fail(Changes *ch, int err);
 void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail);
 /* A class's learned memory changed: write its entry (e stays valid: Learn keeps it). */
 void changes_learned(Changes *ch, const LearnEntry *e);
 void changes_free(Changes *ch);
-/* Write the changes durably and empty the lists; 0. When the store fails, or a change
- * could not be listed for want of memory, memory is ahead of the store and others may
- * have heard of it: the process ends (logged), and its restart reloads the durable
- * state. */
+/* Write the changes durably and empty the lists: 0, or a negative errno (ch->err, or
+ * the store's). On failure nothing of ch is written; memory is then ahead of the store,
+ * so the server is marked diverged (server_diverge) and the caller passes the error up.
+ * Only the daemon's top level decides what follows (it ends the process, so that a
+ * restart reloads the durable state). */
 int server_commit(Server *s, Changes *ch);
 /* Worker state has changed: move the job along its lifecycle (running, ended,
  * released, requeued). */
@@ -333,8 +350,9 @@ bool server_job_on_node(const ServerJob *j, uint32_t node, bool running_only);
  * stopping or finishing a run takes a job off the holding list. The caller frees the
  * array; NULL when there are none (or out of memory). */
 ServerJob **server_jobs_on_node(Server *s, uint32_t node, size_t *ret_n);
-/* Nodes whose agents went silent: lost, their jobs torn down and requeued. */
-void server_check_nodes(Server *s, int64_t now_ms);
+/* Nodes whose agents went silent: lost, their jobs torn down and requeued. 0, or the
+ * commit's negative errno. */
+int server_check_nodes(Server *s, int64_t now_ms);
 /* The node's agent is shutting it down: it takes no work, and every job with a worker
  * there is stopped (with a checkpoint) and requeued to resume, as a preemption. */
 void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch);
