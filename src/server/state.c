@@ -1107,13 +1107,18 @@ static int run_cycle(Server *s, int64_t now)
     metering_cycle(s, now);
     int r = sched_cycle(&s->sched, now, s->running, n, &dec);
     Changes ch = {0};
-    for (size_t k = 0; k < dec.n && r == 0; k++) {
+    /* every listed decision, even when the cycle failed part-way: the core applied each
+     * (sched.h), so a start left out would leave its job holding GPUs in the core while
+     * the server lists it pending. One the server cannot follow fails the whole commit. */
+    for (size_t k = 0; k < dec.n; k++) {
         const SchedDecision *d = &dec.d[k];
         ServerJob *j = server_job(s, d->job);
         if (!j)
             continue;
         if (d->kind == SCHED_START) {
-            r = server_job_started(s, j, now, &ch);
+            int e = server_job_started(s, j, now, &ch);
+            if (e < 0)
+                changes_fail(&ch, e);
         } else if (d->kind == SCHED_PREEMPT) {
             char why[64];
             snprintf(why, sizeof(why), "to make room for job %u", d->for_job);
@@ -1122,7 +1127,9 @@ static int run_cycle(Server *s, int64_t now)
             server_job_stop(s, j, STOP_PREEMPT, true, now, &ch);
             changes_event(&ch, j, now, "preempt", why);
         } else if (d->kind == SCHED_MOVE) {
-            r = server_job_move(s, j, now, &ch);
+            int e = server_job_move(s, j, now, &ch);
+            if (e < 0)
+                changes_fail(&ch, e);
         }
     }
     if (r < 0)
