@@ -22,137 +22,24 @@
 #include <string.h>
 #include <unistd.h>
 
-void changes_job(Changes *ch, ServerJob *j)
-{
-    /* the mark, not a search of the list: a cycle that starts thousands of jobs adds
-     * each several times */
-    if (j->in_changes)
-        return;
-    if (GROW(ch->jobs, ch->jobs_cap, ch->n_jobs + 1) == 0) {
-        ch->jobs[ch->n_jobs++] = j;
-        j->in_changes = true;
-    } else {
-        changes_fail(ch, -ENOMEM);
-    }
-}
-
-void changes_fail(Changes *ch, int err)
-{
-    if (!ch->err)
-        ch->err = err;
-}
-
-void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail)
-{
-    char *copy = detail ? strdup(detail) : NULL;
-    if ((detail && !copy) || GROW(ch->events, ch->events_cap, ch->n_events + 1) < 0 ||
-        GROW(ch->strs, ch->strs_cap, ch->n_strs + 1) < 0) {
-        free(copy);
-        changes_fail(ch, -ENOMEM);
-        return;
-    }
-    if (copy)
-        ch->strs[ch->n_strs++] = copy;
-    ch->events[ch->n_events++] =
-        (StoreEvent){.job = j->st.id, .t_ms = t_ms, .type = type, .detail = copy};
-    changes_job(ch, j);
-}
-
-static void changes_usage(Changes *ch, const StoreUsage *u)
-{
-    if (GROW(ch->usage, ch->usage_cap, ch->n_usage + 1) == 0)
-        ch->usage[ch->n_usage++] = *u;
-    else
-        changes_fail(ch, -ENOMEM);
-}
-
-void changes_learned(Changes *ch, const LearnEntry *e)
-{
-    for (size_t i = 0; i < ch->n_learned; i++)
-        if (ch->learned[i].cls == e->cls) {
-            ch->learned[i].peak_mib = e->peak_mib;
-            ch->learned[i].ooms = e->ooms;
-            return;
-        }
-    if (GROW(ch->learned, ch->learned_cap, ch->n_learned + 1) == 0)
-        ch->learned[ch->n_learned++] =
-            (StoreLearned){.cls = e->cls, .peak_mib = e->peak_mib, .ooms = e->ooms};
-    else
-        changes_fail(ch, -ENOMEM);
-}
-
-static void changes_clear(Changes *ch)
-{
-    for (size_t i = 0; i < ch->n_jobs; i++)
-        ch->jobs[i]->in_changes = false;
-    for (size_t i = 0; i < ch->n_strs; i++)
-        free(ch->strs[i]);
-    ch->n_jobs = ch->n_events = ch->n_usage = ch->n_learned = ch->n_strs = 0;
-    ch->err = 0;
-}
-
-void changes_free(Changes *ch)
-{
-    changes_clear(ch);
-    free(ch->jobs);
-    free(ch->events);
-    free(ch->usage);
-    free(ch->learned);
-    free(ch->strs);
-    *ch = (Changes){0};
-}
-
-int server_commit(Server *s, Changes *ch)
-{
-    if (!ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned && !ch->err)
-        return 0;
-    Buf err = {0};
-    int r = ch->err;
-    const StoreJob **up = r ? NULL : calloc(ch->n_jobs ? ch->n_jobs : 1, sizeof(*up));
-    if (!r && !up)
-        r = -ENOMEM;
-    if (!r) {
-        for (size_t i = 0; i < ch->n_jobs; i++)
-            up[i] = &ch->jobs[i]->st;
-        StoreWrite w = {.updates = up,
-                        .n_updates = ch->n_jobs,
-                        .events = ch->events,
-                        .n_events = ch->n_events,
-                        .usage = ch->usage,
-                        .n_usage = ch->n_usage,
-                        .learned = ch->learned,
-                        .n_learned = ch->n_learned};
-        r = store_write(s->store, &w, &err);
-    } else {
-        buf_puts(&err, ch->err ? "out of memory listing a change" : "out of memory");
-    }
-    free(up);
-    if (r < 0) {
-        /* memory is ahead of the store now: nothing more may be told from it */
-        log_error("event=store_write_failed jobs=%zu error=\"%s\"", ch->n_jobs, buf_str(&err));
-        server_diverge(s, r);
-    }
-    buf_free(&err);
-    changes_clear(ch);
-    return r < 0 ? r : 0;
-}
-
 static double worker_eq(const Cluster *c, const WorkerAlloc *w)
 {
     return (double)worker_units(c, w) / GPU_UNITS;
 }
 
 /* Remember the MIG layouts the placement set, so that a restarted server knows the
- * instances its running jobs sit in. */
-void server_save_mig(Server *s, const Placement *pl)
+ * instances its running jobs sit in (written with the change, before its rows). */
+void server_save_mig(Server *s, const Placement *pl, Changes *ch)
 {
     for (size_t k = 0; k < pl->n_changes; k++) {
         const MigChange *mc = &pl->changes[k];
         const Node *n = &s->c->nodes[mc->node];
         Buf b = {0};
         render_json_layout(&b, node_model(s->c, n), &mc->after);
-        if (store_mig_set(s->store, n->name, mc->index, buf_str(&b)) < 0)
-            log_error("event=store_write_failed what=mig node=%s gpu=%u", n->name, mc->index);
+        if (b.oom)
+            changes_fail(ch, -ENOMEM);
+        else
+            changes_mig(ch, n->name, mc->index, buf_steal(&b));
         buf_free(&b);
     }
 }
@@ -216,7 +103,7 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     j->sj.last_checkpoint_ms = now_ms;
     j->pl_from_ms = now_ms;
     j->move = MOVE_NONE;
-    server_save_mig(s, pl);
+    server_save_mig(s, pl, ch);
     int r = server_hold(s, j);
     s->counters.started++;
     changes_event(ch, j, now_ms, "start", buf_str(&where));

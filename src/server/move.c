@@ -44,7 +44,7 @@ int server_job_move(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     j->moved_from_ms = j->pl_from_ms;
     j->pl_from_ms = now_ms;
     j->move = MOVE_STARTING;
-    server_save_mig(s, &j->sj.pl);
+    server_save_mig(s, &j->sj.pl, ch);
     set_placement_json(s, j);
     char detail[160];
     snprintf(detail, sizeof(detail), "from %s to %s, to empty a GPU for whole-GPU work", from, to);

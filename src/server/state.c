@@ -472,6 +472,8 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     if (s->opt.cycle_ms <= 0)
         s->opt.cycle_ms = DEFAULT_CYCLE_MS;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->commit_lock, NULL);
+    pthread_cond_init(&s->durable, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -606,6 +608,8 @@ void server_close(Server *s)
     store_close(s->store);
     free(s->log_dir);
     pthread_cond_destroy(&s->wake);
+    pthread_cond_destroy(&s->durable);
+    pthread_mutex_destroy(&s->commit_lock);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -779,7 +783,7 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
             status = 500;
     }
     if (!status) {
-        pthread_mutex_lock(&s->lock);
+        server_lock(s);
         for (size_t i = 0; i < n && !status; i++) {
             ServerJob *j = sj[i];
             JobSpec *js = &jobs->jobs[i];
@@ -826,7 +830,7 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
 
 int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int status = 200;
     ServerJob *j = server_job(s, id);
     Changes ch = {0};
@@ -862,7 +866,7 @@ int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
 
 int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int status = 200;
     ServerJob *j = server_job(s, id);
     Changes ch = {0};
@@ -921,7 +925,7 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
 
 int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool after, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int status = 200;
     ServerJob *j = server_job(s, id), *a = server_job(s, anchor);
     Changes ch = {0};
@@ -978,7 +982,7 @@ int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool a
 int server_team_set(Server *s, const char *team, const double *guaranteed_gpus,
                     const double *burst_gpus, const double *weight, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int t = cluster_find_team(s->c, team);
     int status = 200;
     if (t < 0) {
@@ -1091,6 +1095,28 @@ static void count_cycle(Server *s, double seconds)
     k->cycle_buckets[b]++;
 }
 
+/* Write a cycle's changes, and start what the provider asked for, with the lock
+ * released (the fsync and the forks): readers that tell wait in server_lock for the
+ * write. While a reader already waits the write is made with the lock held, so that no
+ * reader waits more than one write. Lock held on return; 0, or the commit's error. */
+static int cycle_commit(Server *s, Changes *ch)
+{
+    ProviderSpawns sp;
+    provider_spawns_take(s, &sp);
+    CommitBatch b = {0};
+    int r = s->durable_waiters ? server_commit(s, ch) : server_commit_begin(s, ch, &b);
+    if (r < 0) {
+        /* diverged: the lock stays held until the top level ends the process */
+        provider_spawns_free(&sp);
+        return r;
+    }
+    pthread_mutex_unlock(&s->lock);
+    provider_spawns_run(&sp);
+    r = server_commit_finish(s, &b);
+    provider_spawns_done(s, &sp);
+    return r;
+}
+
 /* One cycle: the core's decisions carried out, and written in one commit before the
  * engine (after_cycle) or the agents hear of them. 0, or the commit's negative errno (the
  * server has diverged then); a cycle the core could not finish for want of memory is
@@ -1136,8 +1162,9 @@ static int run_cycle(Server *s, int64_t now)
         log_error("event=cycle_failed error=%d", r);
     note_positions(s);
     provider_cycle(s, now, &ch);
-    int cr = server_commit(s, &ch);
+    int cr = cycle_commit(s, &ch);
     changes_free(&ch);
+    /* the engine acts on the decisions (binds) once they are durable */
     if (cr == 0 && s->opt.after_cycle)
         s->opt.after_cycle(s->opt.after_cycle_arg);
     sched_decisions_free(&dec);

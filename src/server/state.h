@@ -195,9 +195,16 @@ typedef struct ServerCounters {
 } ServerCounters;
 
 typedef struct Server {
-    pthread_mutex_t lock; /* guards everything below */
+    pthread_mutex_t lock; /* guards everything below but what says otherwise */
     pthread_cond_t wake;  /* the scheduler thread waits on it */
-    bool dirty;           /* something changed: run a cycle soon */
+    /* held across every write of a Changes (commit.c), taken after lock: the writes go
+     * to the store in the order the changes were made, one of them out of the lock */
+    pthread_mutex_t commit_lock;
+    pthread_cond_t durable;   /* with lock: `committing` went false */
+    bool committing;          /* the model holds a cycle's changes being written, lock
+                               * released: server_lock waits until they are durable */
+    unsigned durable_waiters; /* threads waiting in server_lock */
+    bool dirty;               /* something changed: run a cycle soon */
     bool quit;
     /* a negative errno once a change made in memory could not be made durable (memory
      * is ahead of the store: server_diverge); read without the lock */
@@ -236,7 +243,9 @@ typedef struct Server {
     /* autoscaling (provider.c): only with a provider and an autoscaled pool */
     bool autoscaling;
     Autoscaler as;
-    ProviderNode *pnodes;     /* per cluster node */
+    ProviderNode *pnodes;         /* per cluster node */
+    struct ProviderSpawn *spawns; /* programs to start once the lock is released */
+    size_t n_spawns, spawns_cap;
     char *agent_token;        /* sim: the token its agents use */
     char *url;                /* sim: where its agents reach the server */
     struct Utilization *util; /* the last hour's samples (utilization.h), NULL until the first */
@@ -309,6 +318,8 @@ typedef struct Changes {
     size_t n_learned, learned_cap;
     char **strs; /* event details, owned */
     size_t n_strs, strs_cap;
+    struct ChangeMig *mig; /* MIG layouts placements set, written before the rows */
+    size_t n_mig, mig_cap;
     /* sticky: the first failure to list a change (or to make one in memory), a negative
      * errno; server_commit then writes none of the rest, which alone would be a change
      * with entries missing (SQLite's mallocFailed) */
@@ -318,6 +329,12 @@ typedef struct Changes {
 void changes_job(Changes *ch, ServerJob *j);
 /* A change was made in memory that the lists cannot carry (err < 0): the whole fails. */
 void changes_fail(Changes *ch, int err);
+/* A closed usage segment; its strings must stay valid until the commit (they are the
+ * job's and the cluster's). */
+void changes_usage(Changes *ch, const StoreUsage *u);
+/* A GPU's MIG layout to remember (node: the cluster's name; layout_json: taken, NULL
+ * for want of memory fails the change). */
+void changes_mig(Changes *ch, const char *node, unsigned index, char *layout_json);
 void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail);
 /* A class's learned memory changed: write its entry (e stays valid: Learn keeps it). */
 void changes_learned(Changes *ch, const LearnEntry *e);
@@ -328,6 +345,40 @@ void changes_free(Changes *ch);
  * Only the daemon's top level decides what follows (it ends the process, so that a
  * restart reloads the durable state). */
 int server_commit(Server *s, Changes *ch);
+
+/* A Changes taken out of the model to be written with the lock released (the
+ * scheduler's cycle): copies of what the write needs, owned. */
+typedef struct CommitBatch {
+    StoreJob *rows; /* the columns an update writes (store.h); checkpoint and placement
+                     * owned, the other strings NULL */
+    const StoreJob **up;
+    size_t n_rows;
+    StoreEvent *events;
+    size_t n_events;
+    StoreUsage *usage;
+    size_t n_usage;
+    StoreLearned *learned;
+    size_t n_learned;
+    struct ChangeMig *mig;
+    size_t n_mig;
+    char **strs; /* every string the lists point at that the batch owns */
+    size_t n_strs, strs_cap;
+    bool pending; /* a write to make: commit_lock is held, s->committing set */
+} CommitBatch;
+/* Lock held. Take the changes into b and begin the write: 0 (ch emptied; b pending
+ * when there was anything to write), or a negative errno when they cannot be copied
+ * (the server has diverged, nothing is pending). Until server_commit_finish, readers
+ * that take the lock through server_lock wait. */
+int server_commit_begin(Server *s, Changes *ch, CommitBatch *b);
+/* Lock released. Write b and end it: 0, or a negative errno (the server has diverged:
+ * the waiting readers are not woken, and the caller's top level ends the process).
+ * Returns with the lock held. */
+int server_commit_finish(Server *s, CommitBatch *b);
+/* Take the lock as a reader that tells agents, users or an engine what it sees: once
+ * no cycle's changes are being written, so that what it sees is durable. Release it
+ * with pthread_mutex_unlock. The scheduler thread, which writes them, takes s->lock
+ * itself. */
+void server_lock(Server *s);
 /* Worker state has changed: move the job along its lifecycle (running, ended,
  * released, requeued). */
 void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
@@ -341,7 +392,7 @@ void server_move_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
 void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
                    int64_t now_ms, Changes *ch);
 /* Remember the MIG layouts a placement set, for a restarted server. */
-void server_save_mig(Server *s, const Placement *pl);
+void server_save_mig(Server *s, const Placement *pl, Changes *ch);
 bool server_worker_ended(const WorkerRun *w);
 /* Has the job a worker on the node that its agent runs (or was told to and may run)?
  * running_only: one reported running. */
