@@ -103,12 +103,20 @@ void sched_decisions_free(SchedDecisions *d)
     *d = (SchedDecisions){0};
 }
 
+/* List a decision. Callers list it before they apply it to the core's state (or make
+ * room with decide_room first), so that a failure leaves nothing applied unlisted. */
 static int decide(SchedDecisions *out, SchedDecision d)
 {
     if (GROW(out->d, out->cap, out->n + 1) < 0)
         return -ENOMEM;
     out->d[out->n++] = d;
     return 0;
+}
+
+/* Room for n more decisions, so that the next n decide() calls cannot fail. */
+static int decide_room(SchedDecisions *out, size_t n)
+{
+    return GROW(out->d, out->cap, out->n + n);
 }
 
 static double placement_units(const Cluster *c, const Placement *pl)
@@ -587,8 +595,11 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
     if (s->scratch.n_workers) {
         Placement *pl = &j->pl;
         if (GROW(pl->workers, pl->workers_cap, pl->n_workers + s->scratch.n_workers) < 0 ||
-            GROW(pl->changes, pl->changes_cap, pl->n_changes + s->scratch.n_changes + 1) < 0)
+            GROW(pl->changes, pl->changes_cap, pl->n_changes + s->scratch.n_changes + 1) < 0) {
+            /* applied, yet nowhere to keep it: taken back, as if it had not fit */
+            place_undo(s->c, &s->scratch);
             return -ENOMEM;
+        }
         memcpy(pl->workers + pl->n_workers, s->scratch.workers,
                s->scratch.n_workers * sizeof(*pl->workers));
         if (s->scratch.n_changes)
@@ -751,15 +762,18 @@ static int move_backfill(Sched *s, SchedJob *g, uint32_t ri, SchedJob **running,
             s->res[ri].stuck = !all;
     }
     int err = placed < 0 ? placed : 0;
+    uint32_t stopped = 0;
     for (size_t i = 0; placed == 1 && i < n_old && !err; i++) {
+        err = decide(
+            out, (SchedDecision){.kind = SCHED_PREEMPT, .job = movers[i]->id, .for_job = g->id});
+        if (err)
+            break;
         movers[i]->stopping = true;
         movers[i]->nominated = g->id;
         movers[i]->stop_at_ms = now + movers[i]->grace_ms;
-        err = decide(
-            out, (SchedDecision){.kind = SCHED_PREEMPT, .job = movers[i]->id, .for_job = g->id});
+        stopped++;
     }
-    if (placed == 1)
-        s->victims_for[g->id] += (uint32_t)n_old;
+    s->victims_for[g->id] += stopped;
     free(movers);
     return err;
 }
@@ -824,11 +838,12 @@ static int drain(Sched *s, double whole_wanted, SchedJob **running, size_t n_run
         for (size_t n = 0; n < c->n_nodes && !err; n++)
             for (unsigned i = 0; i < c->nodes[n].n_gpus && !err; i++)
                 if (node_gpu_c(c, &c->nodes[n], i)->draining) {
-                    cluster_set_draining(c, (uint32_t)n, i, false);
                     err = decide(out, (SchedDecision){.kind = SCHED_UNDRAIN,
                                                       .job = SCHED_NONE,
                                                       .node = (uint32_t)n,
                                                       .gpu = (uint8_t)i});
+                    if (!err)
+                        cluster_set_draining(c, (uint32_t)n, i, false);
                 }
         return err;
     }
@@ -859,12 +874,14 @@ static int drain(Sched *s, double whole_wanted, SchedJob **running, size_t n_run
         }
         if (best_node == SCHED_NONE)
             break;
-        cluster_set_draining(c, best_node, best_gpu, true);
-        draining++;
         err = decide(out, (SchedDecision){.kind = SCHED_DRAIN,
                                           .job = SCHED_NONE,
                                           .node = best_node,
                                           .gpu = (uint8_t)best_gpu});
+        if (err)
+            break;
+        cluster_set_draining(c, best_node, best_gpu, true);
+        draining++;
     }
     free(free_at);
     return err;
@@ -892,12 +909,26 @@ static int move_servers(Sched *s, unsigned want, SchedJob **running, size_t n_ru
 {
     SchedJob **moved = NULL;
     size_t n_moved = 0;
+    /* the moves consolidate made stand even when it failed after them (it takes back
+     * only the GPU it was emptying): each is listed, or all are taken back */
     int err = consolidate(s, want, running, n_running, now, &moved, &n_moved);
-    for (size_t k = 0; k < n_moved && !err; k++) {
+    if (n_moved && decide_room(out, n_moved) < 0) {
+        for (size_t k = 0; k < n_moved; k++) {
+            SchedJob *j = moved[k];
+            place_undo(s->c, &j->pl);
+            placement_free(&j->pl);
+            j->pl = j->moved_from;
+            j->moved_from = (Placement){0};
+            j->moving = false;
+        }
+        n_moved = 0;
+        err = -ENOMEM;
+    }
+    for (size_t k = 0; k < n_moved; k++) {
         SchedJob *j = moved[k];
         recount_units(s, j);
         j->placed_ms = now;
-        err = decide(out, (SchedDecision){.kind = SCHED_MOVE, .job = j->id, .for_job = SCHED_NONE});
+        decide(out, (SchedDecision){.kind = SCHED_MOVE, .job = j->id, .for_job = SCHED_NONE});
     }
     free(moved);
     return err;
@@ -930,17 +961,21 @@ static int stop_victims(Sched *s, SchedJob *j, SchedJob **victims, size_t n, int
                         SchedDecisions *out)
 {
     int err = 0;
+    uint32_t stopped = 0;
     for (size_t v = 0; !err && v < n; v++) {
+        err = decide(
+            out, (SchedDecision){.kind = SCHED_PREEMPT, .job = victims[v]->id, .for_job = j->id});
+        if (err)
+            break;
         victims[v]->stopping = true;
         victims[v]->nominated = j->id;
         victims[v]->stop_at_ms = now + victims[v]->grace_ms;
-        err = decide(
-            out, (SchedDecision){.kind = SCHED_PREEMPT, .job = victims[v]->id, .for_job = j->id});
-        if (!err)
-            err = claim(s, j->id, victims[v]->stop_at_ms, &victims[v]->pl);
+        stopped++;
+        /* the claim is the core's own bookkeeping, rebuilt from the victims next cycle */
+        err = claim(s, j->id, victims[v]->stop_at_ms, &victims[v]->pl);
     }
-    if (n)
-        s->victims_for[j->id] = (uint32_t)n;
+    if (stopped)
+        s->victims_for[j->id] = stopped;
     return err;
 }
 
@@ -956,10 +991,17 @@ static uint32_t blocked_room(Sched *s, const SchedJob *j)
     return SCHED_NONE;
 }
 
-static int start_job(Sched *s, SchedJob *j, int64_t now, SchedDecisions *out)
+/* Room for one more start (start_job cannot fail after it): made before the placer
+ * applies an allocation that start_job would then have to list. */
+static int start_room(Sched *s, SchedDecisions *out)
 {
     if (GROW(s->started, s->started_cap, s->n_started + 1) < 0)
         return -ENOMEM;
+    return decide_room(out, 1);
+}
+
+static void start_job(Sched *s, SchedJob *j, int64_t now, SchedDecisions *out)
+{
     s->started[s->n_started++] = j;
     sched_dequeue(s, j);
     uint32_t slot = tenancy_slot(&s->ten, j->team);
@@ -976,7 +1018,7 @@ static int start_job(Sched *s, SchedJob *j, int64_t now, SchedDecisions *out)
     j->placed_ms = now;
     j->backfill_for = SCHED_NONE;
     j->reason[0] = '\0';
-    return decide(out, (SchedDecision){.kind = SCHED_START, .job = j->id, .for_job = SCHED_NONE});
+    decide(out, (SchedDecision){.kind = SCHED_START, .job = j->id, .for_job = SCHED_NONE});
 }
 
 int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, SchedDecisions *out)
@@ -1074,6 +1116,9 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
         }
         j->held_back = SCHED_HELD_NO;
         bool use_blocked = s->n_res && fill_blocked(s, j, rank, now);
+        err = start_room(s, out);
+        if (err)
+            break;
         int placed = try_place(s, j, use_blocked);
         if (placed < 0) {
             err = placed;
@@ -1083,7 +1128,7 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
             drop_claims(s, j->id);
         if (placed == 1) {
             uint32_t target = s->n_res ? backfill_target(s, j, rank, now) : SCHED_NONE;
-            err = start_job(s, j, now, out);
+            start_job(s, j, now, out);
             j->backfill_for = target;
             continue;
         }

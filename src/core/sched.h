@@ -231,7 +231,23 @@ size_t sched_queue_len(const Sched *s);
 /* One cycle at now over the queue and the running jobs (a pointer array the caller
  * owns: every job holding an allocation). Decisions are appended to out. After it,
  * s->order[0..n_order) holds the jobs still waiting, in the order the cycle saw them.
- * 0 or -ENOMEM. */
+ * 0 or -ENOMEM.
+ *
+ * On -ENOMEM the cycle stopped part-way, and this holds, as on success: every change
+ * it made that its caller must carry out is in out, and nothing it did not list was
+ * applied. A job it started (out of the queue, its allocation applied to the cluster,
+ * counted for its team) has its SCHED_START; a job it marked stopping, its
+ * SCHED_PREEMPT; a move it made (the replacement's allocation applied), its SCHED_MOVE;
+ * a GPU it drained or undrained for whole GPUs wanted, its SCHED_DRAIN or SCHED_UNDRAIN
+ * (the GPU a move empties is marked draining with the move: a mark only the placer
+ * reads, which the SCHED_MOVE stands for). A start, a stop or
+ * a move the failure interrupted was taken back whole, or never begun: the room for
+ * its decision is made before it is applied. So the caller carries out every decision
+ * in out, failure or not, and the core and the caller agree on who holds what. What
+ * may be left half done is the core's own bookkeeping, which the next cycle builds
+ * again: reservations, claims, the waiting jobs' reasons, the placer's memo. (Under a
+ * no-gang policy a job may hold some of its workers while it waits, as on success; no
+ * decision names those.) */
 int sched_cycle(Sched *s, int64_t now_ms, SchedJob **running, size_t n_running,
                 SchedDecisions *out);
 

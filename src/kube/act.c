@@ -241,7 +241,7 @@ static void submit_ready(KubeEngine *e)
     if (!each && status != 201 && whys)
         whys[0] = strdup(buf_str(&err));
     buf_free(&err);
-    pthread_mutex_lock(&e->s->lock);
+    server_lock(e->s);
     for (size_t i = 0; i < n; i++) {
         KGroup *g = subs[i];
         g->submitting = false;
@@ -498,7 +498,7 @@ void *kact_main(void *arg)
     KubeEngine *e = arg;
     Server *s = e->s;
     int64_t next_ns = 0; /* monotonic: no pass before then */
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     while (!e->stop) {
         if (!e->work) {
             struct timespec ts;
@@ -514,7 +514,7 @@ void *kact_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             struct timespec ts = {.tv_sec = wait_ns / 1000000000, .tv_nsec = wait_ns % 1000000000};
             nanosleep(&ts, NULL);
-            pthread_mutex_lock(&s->lock);
+            server_lock(s);
             if (e->stop)
                 break;
         }

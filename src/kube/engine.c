@@ -259,7 +259,7 @@ static int on_event(void *arg, const char *type, json_t *obj)
     }
     if (!strcmp(type, "BOOKMARK") || !strcmp(type, "ERROR"))
         return 0;
-    pthread_mutex_lock(&w->e->s->lock);
+    server_lock(w->e->s);
     int r = w->fn(w->e, type, obj);
     kact_kick(w->e);
     pthread_mutex_unlock(&w->e->s->lock);
@@ -274,7 +274,7 @@ static int on_item(void *arg, json_t *item)
 static int relist(Watch *w, KubeApi *a, Buf *err)
 {
     if (w->relist_begin) {
-        pthread_mutex_lock(&w->e->s->lock);
+        server_lock(w->e->s);
         w->relist_begin(w->e);
         pthread_mutex_unlock(&w->e->s->lock);
     }
@@ -282,7 +282,7 @@ static int relist(Watch *w, KubeApi *a, Buf *err)
     w->rv = NULL;
     int r = kube_list(a, w->path, on_item, w, &w->rv, err);
     if (w->relist_end && r == 0) {
-        pthread_mutex_lock(&w->e->s->lock);
+        server_lock(w->e->s);
         w->relist_end(w->e);
         kact_kick(w->e);
         pthread_mutex_unlock(&w->e->s->lock);

@@ -377,9 +377,9 @@ int kpod_event(KubeEngine *e, const char *type, json_t *obj)
             pod_gone(e, kp, &ch);
         }
         kube_pod_free(&p);
-        server_commit(e->s, &ch);
+        r = server_commit(e->s, &ch);
         changes_free(&ch);
-        return 0;
+        return r;
     }
     if (!kp) {
         kp = calloc(1, sizeof(*kp));
@@ -415,9 +415,9 @@ int kpod_event(KubeEngine *e, const char *type, json_t *obj)
     group_sync(e, kp->g, &ch);
     pod_progress(e, kp, false, &ch);
     group_hold(e, kp->g);
-    server_commit(e->s, &ch);
+    r = server_commit(e->s, &ch);
     changes_free(&ch);
-    return 0;
+    return r;
 }
 
 int kpodgroup_event(KubeEngine *e, const char *type, json_t *obj)

@@ -176,7 +176,7 @@ static long do_mig(KubeEngine *e, KubeApi *api, const KAct *a, Buf *msg)
 static void settle(KubeEngine *e, const KAct *a, long st, const char *msg)
 {
     Server *s = e->s;
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     Changes ch = {0};
     KPod *kp = a->uid ? kpod_find(e, a->uid) : NULL;
     switch (a->kind) {

@@ -491,7 +491,15 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         json_decref(body);
         return;
     }
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
+    if (server_diverged(s)) {
+        /* a change failed to be written while this waited for the lock: the reply would
+         * tell the agent of it (state.h, server_diverge) */
+        pthread_mutex_unlock(&s->lock);
+        http_reply_error(rp, 503, "the server is restarting; report again");
+        json_decref(body);
+        return;
+    }
     int idx = cluster_find_node(s->c, name);
     if (idx < 0) {
         pthread_mutex_unlock(&s->lock);
@@ -670,7 +678,7 @@ void api_agent_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     const char *bound = rq->who.node[0] ? rq->who.node : NULL;
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     ServerJob *j = server_job(s, job);
     /* a rank the job has: a log of no worker would be served as one */
     bool known = j && run <= j->st.run && (uint64_t)rank < j->spec.workers;

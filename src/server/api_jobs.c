@@ -142,7 +142,7 @@ static int64_t query_count(const HttpRequest *rq, const char *key, int64_t def)
 /* A reply of the job as it is now (after a change). */
 static void reply_job(Server *s, int64_t id, int status, HttpResponse *rp)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     ServerJob *j = server_job(s, id);
     json_t *o = j ? api_job_json(s, j, false) : NULL;
     pthread_mutex_unlock(&s->lock);
@@ -264,7 +264,7 @@ void api_jobs_submit(Server *s, const HttpRequest *rq, HttpResponse *rp)
         goto out;
     }
     json_t *arr = json_array();
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     for (size_t i = 0; i < n; i++) {
         ServerJob *j = server_job(s, ids[i]);
         json_t *o = json_object();
@@ -379,7 +379,7 @@ void api_jobs_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
     ListEntry *e = NULL;
     size_t n = 0, cap = 0;
     json_t *arr = json_array();
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     for (int64_t id = 1; id <= s->max_id; id++) {
         ServerJob *j = server_job(s, id);
         if (!j || !job_matches(j, &f))
@@ -448,7 +448,7 @@ static void redact_env(json_t *o)
 void api_job_get(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     int64_t id = parse_id(rq->params[0]);
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     ServerJob *j = server_job(s, id);
     json_t *o = j ? api_job_json(s, j, true) : NULL;
     bool secrets = j && may_read_secrets(&rq->who, j);
@@ -561,7 +561,7 @@ void api_job_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
                                       : "run");
         return;
     }
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     ServerJob *j = server_job(s, id);
     uint32_t workers = j ? j->spec.workers : 0, runs = j ? j->st.run : 0;
     bool secrets = j && may_read_secrets(&rq->who, j);

@@ -35,7 +35,7 @@ static json_t *entry_json(const Server *s, const char *cls, uint64_t peak_mib, u
 void api_learned(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     const char *team = http_query(rq, "team");
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     size_t n = s->learn.n;
     const LearnEntry **order = malloc((n ? n : 1) * sizeof(*order));
     json_t *list = json_array();
@@ -110,7 +110,7 @@ void api_learned_reset(Server *s, const HttpRequest *rq, HttpResponse *rp)
     }
     char by[96];
     snprintf(by, sizeof(by), "%s token %lld", role_name(who->role), (long long)who->token_id);
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     const LearnEntry *e = learn_find(&s->learn, cls);
     if (!e) {
         pthread_mutex_unlock(&s->lock);

@@ -184,7 +184,7 @@ void api_nodes_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
     json_t *arr = json_array();
     Holder *h = NULL;
     size_t nh = 0;
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int r = collect_holders(s, &h, &nh);
     for (size_t i = 0; r == 0 && i < s->c->n_nodes; i++)
         json_array_append_new(arr, node_json(s, (uint32_t)i, h, nh));

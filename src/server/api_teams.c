@@ -79,7 +79,7 @@ static json_t *team_json(Server *s, uint32_t t, const TeamCounts *tc)
 void api_teams_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     json_t *arr = json_array();
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     TeamCounts *tc = count_jobs(s);
     for (size_t t = 0; tc && t < s->c->n_teams; t++)
         json_array_append_new(arr, team_json(s, (uint32_t)t, tc));
@@ -95,7 +95,7 @@ void api_teams_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
 
 static void reply_team(Server *s, const char *name, HttpResponse *rp)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int t = cluster_find_team(s->c, name);
     TeamCounts *tc = t >= 0 ? count_jobs(s) : NULL;
     json_t *o = tc ? team_json(s, (uint32_t)t, tc) : NULL;

@@ -440,7 +440,7 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
 
     /* Under the lock, so that a run closing meanwhile is counted once: its closed
      * segment is written to the store under the same lock as it leaves the holders. */
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     r = with_idle ? store_node_spans_query(s->store, u.from_ms, u.to_ms, keep_span, &u) : 0;
     metering_spans_sort(u.spans, u.n_spans);
     if (r == 0)

@@ -182,7 +182,7 @@ void api_utilization(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     int64_t now = server_now_ms();
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     json_t *o = utilization_json(s, now, minutes);
     pthread_mutex_unlock(&s->lock);
     if (!o) {

@@ -450,7 +450,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
 
     HttpResponse rp = {0};
-    if (ctx->refuse) {
+    if (server_diverged(h->s)) {
+        /* memory is ahead of the store: nothing is told from it until the restart */
+        http_reply_error(&rp, 503, "the server is restarting; ask again in a moment");
+    } else if (ctx->refuse) {
         http_reply_error(&rp, ctx->refuse, "%s", ctx->refuse_msg);
     } else if (ctx->too_big) {
         http_reply_error(&rp, 413, "request body is over 1 MiB");
@@ -522,6 +525,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(ctx->params_buf);
     free(ctx);
     *con_cls = NULL;
+    /* The daemon's top level for requests: one whose change memory made but the store
+     * could not (server_diverge) was answered (500), and the process ends, so that a
+     * restart reloads the durable state. */
+    int err = server_diverged(h->s);
+    if (err) {
+        log_error("event=server_diverged error=%d action=exit", err);
+        _exit(1);
+    }
 }
 
 /* Does a libmicrohttpd message speak of what a client did (hung up, sent too little, came

@@ -22,134 +22,24 @@
 #include <string.h>
 #include <unistd.h>
 
-void changes_job(Changes *ch, ServerJob *j)
-{
-    /* the mark, not a search of the list: a cycle that starts thousands of jobs adds
-     * each several times */
-    if (j->in_changes)
-        return;
-    if (GROW(ch->jobs, ch->jobs_cap, ch->n_jobs + 1) == 0) {
-        ch->jobs[ch->n_jobs++] = j;
-        j->in_changes = true;
-    } else {
-        ch->oom = true;
-    }
-}
-
-void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail)
-{
-    char *copy = detail ? strdup(detail) : NULL;
-    if ((detail && !copy) || GROW(ch->events, ch->events_cap, ch->n_events + 1) < 0 ||
-        GROW(ch->strs, ch->strs_cap, ch->n_strs + 1) < 0) {
-        free(copy);
-        ch->oom = true;
-        changes_job(ch, j);
-        return;
-    }
-    if (copy)
-        ch->strs[ch->n_strs++] = copy;
-    ch->events[ch->n_events++] =
-        (StoreEvent){.job = j->st.id, .t_ms = t_ms, .type = type, .detail = copy};
-    changes_job(ch, j);
-}
-
-static void changes_usage(Changes *ch, const StoreUsage *u)
-{
-    if (GROW(ch->usage, ch->usage_cap, ch->n_usage + 1) == 0)
-        ch->usage[ch->n_usage++] = *u;
-    else
-        ch->oom = true;
-}
-
-void changes_learned(Changes *ch, const LearnEntry *e)
-{
-    for (size_t i = 0; i < ch->n_learned; i++)
-        if (ch->learned[i].cls == e->cls) {
-            ch->learned[i].peak_mib = e->peak_mib;
-            ch->learned[i].ooms = e->ooms;
-            return;
-        }
-    if (GROW(ch->learned, ch->learned_cap, ch->n_learned + 1) == 0)
-        ch->learned[ch->n_learned++] =
-            (StoreLearned){.cls = e->cls, .peak_mib = e->peak_mib, .ooms = e->ooms};
-    else
-        ch->oom = true;
-}
-
-static void changes_clear(Changes *ch)
-{
-    for (size_t i = 0; i < ch->n_jobs; i++)
-        ch->jobs[i]->in_changes = false;
-    for (size_t i = 0; i < ch->n_strs; i++)
-        free(ch->strs[i]);
-    ch->n_jobs = ch->n_events = ch->n_usage = ch->n_learned = ch->n_strs = 0;
-    ch->oom = false;
-}
-
-void changes_free(Changes *ch)
-{
-    changes_clear(ch);
-    free(ch->jobs);
-    free(ch->events);
-    free(ch->usage);
-    free(ch->learned);
-    free(ch->strs);
-    *ch = (Changes){0};
-}
-
-int server_commit(Server *s, Changes *ch)
-{
-    if (!ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned && !ch->oom)
-        return 0;
-    Buf err = {0};
-    const StoreJob **up = ch->oom ? NULL : calloc(ch->n_jobs ? ch->n_jobs : 1, sizeof(*up));
-    int r = -ENOMEM;
-    if (up) {
-        for (size_t i = 0; i < ch->n_jobs; i++)
-            up[i] = &ch->jobs[i]->st;
-        StoreWrite w = {.updates = up,
-                        .n_updates = ch->n_jobs,
-                        .events = ch->events,
-                        .n_events = ch->n_events,
-                        .usage = ch->usage,
-                        .n_usage = ch->n_usage,
-                        .learned = ch->learned,
-                        .n_learned = ch->n_learned};
-        r = store_write(s->store, &w, &err);
-    } else {
-        buf_puts(&err, ch->oom ? "out of memory listing a change" : "out of memory");
-    }
-    if (r < 0) {
-        /* memory is already ahead of the store and agents or users may hear of it:
-         * stop, so that a restart reloads the durable state and reconciles with the
-         * agents, rather than go on contradicting it (a change left out of the write for
-         * want of memory, written without it, would be lost the same way) */
-        log_error("event=store_write_failed jobs=%zu error=\"%s\" action=exit", ch->n_jobs,
-                  buf_str(&err));
-        _exit(1);
-    }
-    buf_free(&err);
-    free(up);
-    changes_clear(ch);
-    return 0;
-}
-
 static double worker_eq(const Cluster *c, const WorkerAlloc *w)
 {
     return (double)worker_units(c, w) / GPU_UNITS;
 }
 
 /* Remember the MIG layouts the placement set, so that a restarted server knows the
- * instances its running jobs sit in. */
-void server_save_mig(Server *s, const Placement *pl)
+ * instances its running jobs sit in (written with the change, before its rows). */
+void server_save_mig(Server *s, const Placement *pl, Changes *ch)
 {
     for (size_t k = 0; k < pl->n_changes; k++) {
         const MigChange *mc = &pl->changes[k];
         const Node *n = &s->c->nodes[mc->node];
         Buf b = {0};
         render_json_layout(&b, node_model(s->c, n), &mc->after);
-        if (store_mig_set(s->store, n->name, mc->index, buf_str(&b)) < 0)
-            log_error("event=store_write_failed what=mig node=%s gpu=%u", n->name, mc->index);
+        if (b.oom)
+            changes_fail(ch, -ENOMEM);
+        else
+            changes_mig(ch, n->name, mc->index, buf_steal(&b));
         buf_free(&b);
     }
 }
@@ -300,10 +190,14 @@ Life *server_life(Server *s, Changes *ch)
 
 void server_life_done(Server *s, const ServerJob *j, int err, const char *what)
 {
-    s->life_ch = NULL;
-    if (err)
+    /* a step cut short (memory) leaves memory ahead of what the change lists: the change
+     * fails whole, and its commit says so */
+    if (err) {
         log_error("event=lifecycle_failed job=%lld step=%s error=%d", (long long)j->st.id, what,
                   err);
+        changes_fail(s->life_ch, err);
+    }
+    s->life_ch = NULL;
 }
 
 int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
@@ -325,7 +219,7 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     /* an engine's workers (pods) have addresses of their own: no port to share out */
     j->master_port = pl->n_workers && !s->opt.external_nodes ? pick_master_port(s, j) : 0;
     j->pl_from_ms = now_ms;
-    server_save_mig(s, pl);
+    server_save_mig(s, pl, ch);
     s->counters.started++;
     return server_hold(s, j);
 }
@@ -497,10 +391,10 @@ void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
     server_kick(s);
 }
 
-void server_check_nodes(Server *s, int64_t now_ms)
+int server_check_nodes(Server *s, int64_t now_ms)
 {
     if (s->opt.external_nodes)
-        return; /* their engine says when they are gone */
+        return 0; /* their engine says when they are gone */
     Changes ch = {0};
     int64_t mono = server_mono_ms();
     for (size_t i = 0; i < s->c->n_nodes; i++) {
@@ -523,6 +417,7 @@ void server_check_nodes(Server *s, int64_t now_ms)
         }
         node_lost(s, (uint32_t)i, now_ms, &ch);
     }
-    server_commit(s, &ch);
+    int r = server_commit(s, &ch);
     changes_free(&ch);
+    return r;
 }

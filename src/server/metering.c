@@ -200,7 +200,7 @@ void metering_cycle(Server *s, int64_t now_ms)
 
 int metering_set_budget(Server *s, const char *team, double budget_gpu_hours, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int t = cluster_find_team(s->c, team);
     int status = 200;
     if (t < 0) {

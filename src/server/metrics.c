@@ -182,7 +182,7 @@ static void budget_metrics(Server *s, Buf *b)
 void api_metrics(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     Buf b = {0};
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     gpu_gauges(s, &b);
     job_metrics(s, &b);
     budget_metrics(s, &b);

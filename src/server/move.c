@@ -43,7 +43,7 @@ int server_job_move(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
         return r;
     j->moved_from_ms = j->pl_from_ms;
     j->pl_from_ms = now_ms;
-    server_save_mig(s, &j->sj.pl);
+    server_save_mig(s, &j->sj.pl, ch);
     set_placement_json(s, j);
     return 0;
 }

@@ -2,7 +2,11 @@
  * scheduling cycle, carried out through a provider (provider.h). Nodes the pass starts
  * are starting (paid for, not schedulable) until their agent reports; nodes it releases
  * or drains are deleted through the provider once empty; jobs it moves back to reserved
- * capacity are preempted with their checkpoint and queued again. */
+ * capacity are preempted with their checkpoint and queued again.
+ *
+ * The provider's programs (the user's script, the sim's agents) are forked with the
+ * lock released: what the pass asks for is queued (ProviderSpawn, argument strings
+ * copied) and the scheduler thread starts it after the cycle (provider_spawns_*). */
 #include "server/provider.h"
 
 #include "server/auth.h"
@@ -81,19 +85,86 @@ static int spawn(char *const argv[], const char *log)
     return (int)pid;
 }
 
+/* A program to start once the lock is released: its arguments and log copied. */
+typedef struct ProviderSpawn {
+    char *argv[PROVIDER_MAX_ARGS + 1]; /* owned, NULL-terminated */
+    char *log;                         /* NULL: the server's stderr */
+    char *what;                        /* the log line's words: "event=... node=..." */
+    int64_t agent_node;                /* sim: the node the agent is for, -1: a script */
+    int pid;
+} ProviderSpawn;
+
+static void spawn_free(ProviderSpawn *p)
+{
+    for (size_t i = 0; p->argv[i]; i++)
+        free(p->argv[i]);
+    free(p->log);
+    free(p->what);
+}
+
+static void queue_spawn(Server *s, char *const argv[], const char *log, int64_t agent_node,
+                        const char *what)
+{
+    ProviderSpawn p = {.agent_node = agent_node};
+    bool ok = GROW(s->spawns, s->spawns_cap, s->n_spawns + 1) == 0;
+    for (size_t i = 0; ok && argv[i]; i++)
+        ok = i < PROVIDER_MAX_ARGS && (p.argv[i] = strdup(argv[i]));
+    ok = ok && (!log || (p.log = strdup(log))) && (p.what = strdup(what));
+    if (!ok) {
+        spawn_free(&p);
+        log_error("%s error=\"out of memory\"", what);
+        return;
+    }
+    s->spawns[s->n_spawns++] = p;
+}
+
+void provider_spawns_take(Server *s, ProviderSpawns *ret)
+{
+    *ret = (ProviderSpawns){.v = s->spawns, .n = s->n_spawns};
+    s->spawns = NULL;
+    s->n_spawns = s->spawns_cap = 0;
+}
+
+void provider_spawns_run(ProviderSpawns *sp)
+{
+    for (size_t i = 0; i < sp->n; i++) {
+        ProviderSpawn *p = &sp->v[i];
+        p->pid = spawn(p->argv, p->log);
+        if (p->pid < 0)
+            log_error("%s error=\"%s\"", p->what, strerror(-p->pid));
+        else
+            log_info("%s pid=%d", p->what, p->pid);
+    }
+}
+
+void provider_spawns_done(Server *s, ProviderSpawns *sp)
+{
+    for (size_t i = 0; i < sp->n; i++) {
+        const ProviderSpawn *p = &sp->v[i];
+        if (p->agent_node >= 0 && p->pid > 0 && s->pnodes)
+            s->pnodes[p->agent_node].agent_pid = p->pid;
+    }
+    provider_spawns_free(sp);
+}
+
+void provider_spawns_free(ProviderSpawns *sp)
+{
+    for (size_t i = 0; i < sp->n; i++)
+        spawn_free(&sp->v[i]);
+    free(sp->v);
+    *sp = (ProviderSpawns){0};
+}
+
 /* The exec provider: `SCRIPT create|delete POOL NODE`, not waited for (reaped later). */
 static void run_script(Server *s, const char *verb, uint32_t node)
 {
     const Node *n = &s->c->nodes[node];
     char *argv[] = {(char *)s->opt.provider_script, (char *)verb, s->c->pools[n->pool].name,
                     n->name, NULL};
-    int pid = spawn(argv, NULL);
-    if (pid < 0)
-        log_error("event=provider_failed verb=%s node=%s error=\"%s\"", verb, n->name,
-                  strerror(-pid));
-    else
-        log_info("event=provider_%s node=%s pool=%s pid=%d", verb, n->name,
-                 s->c->pools[n->pool].name, pid);
+    char what[256];
+    snprintf(what, sizeof(what), "event=provider_%s node=%s pool=%s", verb, n->name,
+             s->c->pools[n->pool].name);
+    queue_spawn(s, argv, NULL, -1, what);
 }
 
 /* The sim provider: a local agent with simulated GPUs of the node's model. */
@@ -132,13 +203,9 @@ static void launch_agent(Server *s, uint32_t node)
                     "--address",
                     "127.0.0.1",
                     NULL};
-    int pid = spawn(argv, log);
-    if (pid < 0) {
-        log_error("event=provider_failed node=%s error=\"%s\"", n->name, strerror(-pid));
-        return;
-    }
-    s->pnodes[node].agent_pid = pid;
-    log_info("event=provider_agent_started node=%s pid=%d gpus=%s", n->name, pid, gpus);
+    char what[256];
+    snprintf(what, sizeof(what), "event=provider_agent_started node=%s gpus=%s", n->name, gpus);
+    queue_spawn(s, argv, log, node, what);
 }
 
 /* Ask for the node: the cloud (exec) starts booting it; the sim agent starts after the
@@ -234,6 +301,9 @@ void provider_stop(Server *s)
     s->agent_token = NULL;
     free(s->url);
     s->url = NULL;
+    ProviderSpawns left;
+    provider_spawns_take(s, &left);
+    provider_spawns_free(&left);
 }
 
 void provider_node_up(Server *s, uint32_t node)

@@ -26,6 +26,20 @@ void provider_stop(Server *s);
  * Lock held. */
 void provider_cycle(Server *s, int64_t now_ms, Changes *ch);
 
+/* What the provider asked to start, forked with the lock released (the scheduler
+ * thread, after its cycle): take the queue (lock held), run it (lock released), then
+ * record the agents' pids (lock held; it frees sp). provider_spawns_free drops a queue
+ * unrun. */
+#define PROVIDER_MAX_ARGS 20
+typedef struct ProviderSpawns {
+    struct ProviderSpawn *v;
+    size_t n;
+} ProviderSpawns;
+void provider_spawns_take(Server *s, ProviderSpawns *ret);
+void provider_spawns_run(ProviderSpawns *sp);
+void provider_spawns_done(Server *s, ProviderSpawns *sp);
+void provider_spawns_free(ProviderSpawns *sp);
+
 /* A node's agent reported (it is up) or the node was lost: tell the provider. */
 void provider_node_up(Server *s, uint32_t node);
 void provider_node_lost(Server *s, uint32_t node);

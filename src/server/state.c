@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -80,6 +81,17 @@ int64_t server_mono_ms(void)
 ServerJob *server_job(Server *s, int64_t id)
 {
     return id > 0 && (size_t)id < s->jobs_cap ? s->jobs[id] : NULL;
+}
+
+void server_diverge(Server *s, int err)
+{
+    int none = 0;
+    atomic_compare_exchange_strong(&s->diverged, &none, err < 0 ? err : -EIO);
+}
+
+int server_diverged(const Server *s)
+{
+    return atomic_load(&s->diverged);
 }
 
 void server_kick(Server *s)
@@ -461,6 +473,8 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     if (s->opt.cycle_ms <= 0)
         s->opt.cycle_ms = DEFAULT_CYCLE_MS;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->commit_lock, NULL);
+    pthread_cond_init(&s->durable, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -596,6 +610,8 @@ void server_close(Server *s)
     store_close(s->store);
     free(s->log_dir);
     pthread_cond_destroy(&s->wake);
+    pthread_cond_destroy(&s->durable);
+    pthread_mutex_destroy(&s->commit_lock);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -769,22 +785,32 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
             status = 500;
     }
     if (!status) {
-        pthread_mutex_lock(&s->lock);
-        for (size_t i = 0; i < n; i++) {
-            ServerJob *j = TAKE_PTR(sj[i]);
+        server_lock(s);
+        for (size_t i = 0; i < n && !status; i++) {
+            ServerJob *j = sj[i];
             JobSpec *js = &jobs->jobs[i];
             j->st.id = ins[i].id;
             j->sj.id = (uint32_t)ins[i].id;
-            j->st.spec_json = TAKE_PTR(ins[i].spec_json);
-            j->spec = *js; /* the job takes the spec's strings */
-            job_spec_init(js);
-            server_job_life_init(j);
-            if (job_table_put(s, j) < 0 || sched_enqueue(&s->sched, &j->sj) < 0) {
-                /* durable, and the caller would be told otherwise: as with any write
-                 * memory cannot follow (server_commit), stop, and the restart loads it */
-                log_error("event=submit_memory job=%lld error=\"out of memory\" action=exit",
+            int r = job_table_put(s, j);
+            if (r == 0) {
+                sj[i] = NULL; /* the table's now */
+                j->st.spec_json = TAKE_PTR(ins[i].spec_json);
+                j->spec = *js; /* the job takes the spec's strings */
+                job_spec_init(js);
+                server_job_life_init(j);
+                r = sched_enqueue(&s->sched, &j->sj);
+            }
+            if (r < 0) {
+                /* durable, yet memory cannot hold it: as with any write memory cannot
+                 * follow (server_commit), the server has diverged, and the restart that
+                 * follows loads it */
+                log_error("event=submit_memory job=%lld error=\"out of memory\"",
                           (long long)j->st.id);
-                _exit(1);
+                server_diverge(s, r);
+                buf_printf(err, "out of memory after the jobs were saved: the server restarts "
+                                "and they are queued then");
+                status = 500;
+                break;
             }
             j->position = sched_position_newest(&s->sched, &j->sj);
             ret_ids[i] = j->st.id;
@@ -807,7 +833,7 @@ int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids,
 
 int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int status = 200;
     ServerJob *j = server_job(s, id);
     Changes ch = {0};
@@ -843,7 +869,7 @@ int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
 
 int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int status = 200;
     ServerJob *j = server_job(s, id);
     Changes ch = {0};
@@ -887,7 +913,10 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
         } else {
             changes_job(&ch, j);
             changes_event(&ch, j, now, "priority", detail);
-            server_commit(s, &ch);
+            if (server_commit(s, &ch) < 0) {
+                buf_printf(err, "the store failed; the priority change may not have been saved");
+                status = 500;
+            }
         }
         s->order_stale = true;
         server_kick(s);
@@ -899,7 +928,7 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
 
 int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool after, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int status = 200;
     ServerJob *j = server_job(s, id), *a = server_job(s, anchor);
     Changes ch = {0};
@@ -956,7 +985,7 @@ int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool a
 int server_team_set(Server *s, const char *team, const double *guaranteed_gpus,
                     const double *burst_gpus, const double *weight, Buf *err)
 {
-    pthread_mutex_lock(&s->lock);
+    server_lock(s);
     int t = cluster_find_team(s->c, team);
     int status = 200;
     if (t < 0) {
@@ -1069,25 +1098,56 @@ static void count_cycle(Server *s, double seconds)
     k->cycle_buckets[b]++;
 }
 
-static void run_cycle(Server *s, int64_t now)
+/* Write a cycle's changes, and start what the provider asked for, with the lock
+ * released (the fsync and the forks): readers that tell wait in server_lock for the
+ * write. While a reader already waits the write is made with the lock held, so that no
+ * reader waits more than one write. Lock held on return; 0, or the commit's error. */
+static int cycle_commit(Server *s, Changes *ch)
+{
+    ProviderSpawns sp;
+    provider_spawns_take(s, &sp);
+    CommitBatch b = {0};
+    int r = s->durable_waiters ? server_commit(s, ch) : server_commit_begin(s, ch, &b);
+    if (r < 0) {
+        /* diverged: the lock stays held until the top level ends the process */
+        provider_spawns_free(&sp);
+        return r;
+    }
+    pthread_mutex_unlock(&s->lock);
+    provider_spawns_run(&sp);
+    r = server_commit_finish(s, &b);
+    provider_spawns_done(s, &sp);
+    return r;
+}
+
+/* One cycle: the core's decisions carried out, and written in one commit before the
+ * engine (after_cycle) or the agents hear of them. 0, or the commit's negative errno (the
+ * server has diverged then); a cycle the core could not finish for want of memory is
+ * logged, not an error: what it decided is carried out (sched.h). */
+static int run_cycle(Server *s, int64_t now)
 {
     size_t n;
     if (collect_running(s, now, &n) < 0) {
         log_error("event=cycle_skipped reason=out_of_memory");
-        return;
+        return 0;
     }
     int64_t t0 = mono_ns();
     SchedDecisions dec = {0};
     metering_cycle(s, now);
     int r = sched_cycle(&s->sched, now, s->running, n, &dec);
     Changes ch = {0};
-    for (size_t k = 0; k < dec.n && r == 0; k++) {
+    /* every listed decision, even when the cycle failed part-way: the core applied each
+     * (sched.h), so a start left out would leave its job holding GPUs in the core while
+     * the server lists it pending. One the server cannot follow fails the whole commit. */
+    for (size_t k = 0; k < dec.n; k++) {
         const SchedDecision *d = &dec.d[k];
         ServerJob *j = server_job(s, d->job);
         if (!j)
             continue;
         if (d->kind == SCHED_START) {
-            r = server_job_started(s, j, now, &ch);
+            int e = server_job_started(s, j, now, &ch);
+            if (e < 0)
+                changes_fail(&ch, e);
         } else if (d->kind == SCHED_PREEMPT) {
             char why[64];
             snprintf(why, sizeof(why), "to make room for job %u", d->for_job);
@@ -1096,19 +1156,35 @@ static void run_cycle(Server *s, int64_t now)
             server_job_stop(s, j, LIFE_STOP_PREEMPT, true, now, &ch);
             changes_event(&ch, j, now, "preempt", why);
         } else if (d->kind == SCHED_MOVE) {
-            r = server_job_move(s, j, now, &ch);
+            int e = server_job_move(s, j, now, &ch);
+            if (e < 0)
+                changes_fail(&ch, e);
         }
     }
     if (r < 0)
         log_error("event=cycle_failed error=%d", r);
     note_positions(s);
     provider_cycle(s, now, &ch);
-    server_commit(s, &ch);
+    int cr = cycle_commit(s, &ch);
     changes_free(&ch);
-    if (s->opt.after_cycle)
+    /* the engine acts on the decisions (binds) once they are durable */
+    if (cr == 0 && s->opt.after_cycle)
         s->opt.after_cycle(s->opt.after_cycle_arg);
     sched_decisions_free(&dec);
     count_cycle(s, (double)(mono_ns() - t0) / 1e9);
+    return cr;
+}
+
+/* The daemon's top level for what the scheduler thread does: memory ahead of the store
+ * (server_diverge, from any thread) ends the process here, lock held, so that no reader
+ * sees a state the store lacks; the restart reloads the durable one. */
+static void stop_if_diverged(Server *s)
+{
+    int err = server_diverged(s);
+    if (!err)
+        return;
+    log_error("event=server_diverged error=%d action=exit", err);
+    _exit(1);
 }
 
 static void *sched_main(void *arg)
@@ -1118,12 +1194,15 @@ static void *sched_main(void *arg)
     int64_t next_cycle = 0, last_cycle = 0, gap = MIN_CYCLE_GAP_MS;
     while (!s->quit) {
         int64_t now = server_now_ms(), mono = mono_ns() / 1000000;
+        stop_if_diverged(s);
         server_check_nodes(s, now);
+        stop_if_diverged(s);
         nodespan_tick(s, now);
         utilization_sample(s, now);
         if ((s->dirty && mono - last_cycle >= gap) || mono >= next_cycle) {
             s->dirty = false;
             run_cycle(s, now);
+            stop_if_diverged(s);
             last_cycle = mono_ns() / 1000000;
             next_cycle = last_cycle + s->opt.cycle_ms;
             /* a long queue makes cycles long: space them so that they take at most a

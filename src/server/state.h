@@ -143,7 +143,8 @@ typedef struct ServerOptions {
     /* An engine outside the server carries out its decisions (the Kubernetes engine,
      * src/kube): the cluster it built (server_open takes it; config_path then only names
      * it in messages), nodes' readiness from it rather than from agents' heartbeats, and
-     * a call after every scheduling cycle (lock held) so that it acts on the decisions. */
+     * a call after every scheduling cycle (lock held, the cycle's changes durable) so
+     * that it acts on the decisions. */
     Cluster *cluster;
     bool external_nodes;
     void (*after_cycle)(void *arg);
@@ -161,10 +162,20 @@ typedef struct ServerCounters {
 } ServerCounters;
 
 typedef struct Server {
-    pthread_mutex_t lock; /* guards everything below */
+    pthread_mutex_t lock; /* guards everything below but what says otherwise */
     pthread_cond_t wake;  /* the scheduler thread waits on it */
-    bool dirty;           /* something changed: run a cycle soon */
+    /* held across every write of a Changes (commit.c), taken after lock: the writes go
+     * to the store in the order the changes were made, one of them out of the lock */
+    pthread_mutex_t commit_lock;
+    pthread_cond_t durable;   /* with lock: `committing` went false */
+    bool committing;          /* the model holds a cycle's changes being written, lock
+                               * released: server_lock waits until they are durable */
+    unsigned durable_waiters; /* threads waiting in server_lock */
+    bool dirty;               /* something changed: run a cycle soon */
     bool quit;
+    /* a negative errno once a change made in memory could not be made durable (memory
+     * is ahead of the store: server_diverge); read without the lock */
+    _Atomic int diverged;
     pthread_t thread;
     bool thread_started;
 
@@ -202,7 +213,9 @@ typedef struct Server {
     /* autoscaling (provider.c): only with a provider and an autoscaled pool */
     bool autoscaling;
     Autoscaler as;
-    ProviderNode *pnodes;     /* per cluster node */
+    ProviderNode *pnodes;         /* per cluster node */
+    struct ProviderSpawn *spawns; /* programs to start once the lock is released */
+    size_t n_spawns, spawns_cap;
     char *agent_token;        /* sim: the token its agents use */
     char *url;                /* sim: where its agents reach the server */
     struct Utilization *util; /* the last hour's samples (utilization.h), NULL until the first */
@@ -216,44 +229,60 @@ typedef struct Server {
     size_t n_span_batched, span_batched_cap;
 } Server;
 
-/* Load the cluster, open the store (migrating it), load jobs and rebuild the allocation of the
- * running ones, and start the scheduler thread. 0, or a negative errno with err saying why. */
+/* What each function below needs of Server.lock is the tag its comment begins with:
+ * [lock] the caller holds it; [takes lock] it takes the lock itself (through
+ * server_lock where it tells what it sees), so the caller must not hold it; [any
+ * thread] it needs none. docs/ARCHITECTURE.md, "Locks", says what each lock guards. */
+
+/* [takes lock] Load the cluster, open the store (migrating it), load jobs and rebuild the
+ * allocation of the running ones, and start the scheduler thread. 0, or a negative errno with err
+ * saying why. */
 int server_open(const ServerOptions *o, Server **ret, Buf *err);
+/* [takes lock] */
 void server_close(Server *s);
 
-/* Wall clock in ms since the epoch (the one place the server reads it), and a
+/* [any thread] Wall clock in ms since the epoch (the one place the server reads it), and a
  * monotonic clock in ms for intervals. */
 int64_t server_now_ms(void);
+/* [any thread] */
 int64_t server_mono_ms(void);
 
-/* The calls below take the lock themselves and return an HTTP status (2xx on success,
- * 4xx with err set to a sentence for the caller, 500 when the store failed). */
+/* The request calls return an HTTP status (2xx on success, 4xx with err set to a
+ * sentence for the caller, 500 when the store failed). */
 
-/* Accept jobs (all or none). On success ret_ids[i] holds each job's id. */
+/* [takes lock] Accept jobs (all or none). On success ret_ids[i] holds each job's id. */
 int server_submit(Server *s, const Caller *who, JobList *jobs, int64_t *ret_ids, Buf *err);
+/* [takes lock] */
 int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err);
+/* [takes lock] */
 int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Buf *err);
-/* Move a pending job just before (after) another pending job of its team and class. */
+/* [takes lock] Move a pending job just before (after) another pending job of its team and class. */
 int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool after, Buf *err);
+/* [takes lock] */
 int server_team_set(Server *s, const char *team, const double *guaranteed_gpus,
                     const double *burst_gpus, const double *weight, Buf *err);
 
-/* The rest are called with the lock held. */
-
-/* A job by id, or NULL. */
+/* [lock] A job by id, or NULL. */
 ServerJob *server_job(Server *s, int64_t id);
-/* Queue position (1 = next) of a pending job, 0 when not pending. Recomputes the
+/* [lock] Queue position (1 = next) of a pending job, 0 when not pending. Recomputes the
  * queue order when it is stale. */
 uint32_t server_position(Server *s, const ServerJob *j);
-/* The same for a job just submitted, counted when it was queued without ordering the
+/* [lock] The same for a job just submitted, counted when it was queued without ordering the
  * whole queue (exact unless a submission of the same millisecond overtook it). */
 uint32_t server_position_new(Server *s, const ServerJob *j);
-/* When a pending job is expected to start (a reservation holds nodes for it), or -1. */
+/* [lock] When a pending job is expected to start (a reservation holds nodes for it), or -1. */
 int64_t server_eta_ms(Server *s, const ServerJob *j);
-/* Wake the scheduler thread for a cycle now. */
+/* [lock] Wake the scheduler thread for a cycle now. */
 void server_kick(Server *s);
+/* [any thread] Memory is ahead of the store (err: why, a negative errno): from now on the server
+ * tells nobody anything from it (heartbeats are refused, no cycle runs), and the daemon's top level
+ * (the scheduler thread's loop, the HTTP reply path) ends the process, so that a restart reloads
+ * the durable state. The first err stays. */
+void server_diverge(Server *s, int err);
+/* [any thread] 0, or the err of the first server_diverge. */
+int server_diverged(const Server *s);
 
-/* For the agent endpoints (api_agent.c) and the scheduler thread; lock held. */
+/* For the agent endpoints (api_agent.c), the scheduler thread and the engine. */
 
 /* What a step changed, to persist in one durable write (server_commit) before anyone
  * is told: jobs (each once), events, closed usage segments. */
@@ -268,86 +297,140 @@ typedef struct Changes {
     size_t n_learned, learned_cap;
     char **strs; /* event details, owned */
     size_t n_strs, strs_cap;
-    bool oom; /* a change could not be listed: server_commit must not write the rest alone */
+    struct ChangeMig *mig; /* MIG layouts placements set, written before the rows */
+    size_t n_mig, mig_cap;
+    /* sticky: the first failure to list a change (or to make one in memory), a negative
+     * errno; server_commit then writes none of the rest, which alone would be a change
+     * with entries missing (SQLite's mallocFailed) */
+    int err;
 } Changes;
+/* [lock] The changes_* calls cannot fail: a change they cannot list sets ch->err. */
 void changes_job(Changes *ch, ServerJob *j);
+/* [lock] A change was made in memory that the lists cannot carry (err < 0): the whole fails. */
+void changes_fail(Changes *ch, int err);
+/* [lock] A closed usage segment; its strings must stay valid until the commit (they are the
+ * job's and the cluster's). */
+void changes_usage(Changes *ch, const StoreUsage *u);
+/* [lock] A GPU's MIG layout to remember (node: the cluster's name; layout_json: taken, NULL
+ * for want of memory fails the change). */
+void changes_mig(Changes *ch, const char *node, unsigned index, char *layout_json);
+/* [lock] */
 void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail);
-/* A class's learned memory changed: write its entry (e stays valid: Learn keeps it). */
+/* [lock] A class's learned memory changed: write its entry (e stays valid: Learn keeps it). */
 void changes_learned(Changes *ch, const LearnEntry *e);
+/* [any thread] */
 void changes_free(Changes *ch);
-/* Write the changes durably and empty the lists; 0. When the store fails, or a change
- * could not be listed for want of memory, memory is ahead of the store and others may
- * have heard of it: the process ends (logged), and its restart reloads the durable
- * state. */
+/* [lock] Write the changes durably and empty the lists: 0, or a negative errno (ch->err, or
+ * the store's). On failure nothing of ch is written; memory is then ahead of the store,
+ * so the server is marked diverged (server_diverge) and the caller passes the error up.
+ * Only the daemon's top level decides what follows (it ends the process, so that a
+ * restart reloads the durable state). */
 int server_commit(Server *s, Changes *ch);
-/* Worker state has changed: move the job along its lifecycle (running, ended,
+
+/* A Changes taken out of the model to be written with the lock released (the
+ * scheduler's cycle): copies of what the write needs, owned. */
+typedef struct CommitBatch {
+    StoreJob *rows; /* the columns an update writes (store.h); checkpoint and placement
+                     * owned, the other strings NULL */
+    const StoreJob **up;
+    size_t n_rows;
+    StoreEvent *events;
+    size_t n_events;
+    StoreUsage *usage;
+    size_t n_usage;
+    StoreLearned *learned;
+    size_t n_learned;
+    struct ChangeMig *mig;
+    size_t n_mig;
+    char **strs; /* every string the lists point at that the batch owns */
+    size_t n_strs, strs_cap;
+    bool pending; /* a write to make: commit_lock is held, s->committing set */
+} CommitBatch;
+/* [lock] Take the changes into b and begin the write: 0 (ch emptied; b pending
+ * when there was anything to write), or a negative errno when they cannot be copied
+ * (the server has diverged, nothing is pending). Until server_commit_finish, readers
+ * that take the lock through server_lock wait. */
+int server_commit_begin(Server *s, Changes *ch, CommitBatch *b);
+/* [lock released on entry, held on return] Write b and end it: 0, or a negative errno (the server
+ * has diverged: the waiting readers are not woken, and the caller's top level ends the process).
+ * Returns with the lock held. */
+int server_commit_finish(Server *s, CommitBatch *b);
+/* [takes lock] Take the lock as a reader that tells agents, users or an engine what it sees: once
+ * no cycle's changes are being written, so that what it sees is durable. Release it
+ * with pthread_mutex_unlock. The scheduler thread, which writes them, takes s->lock
+ * itself. */
+void server_lock(Server *s);
+/* [lock] Worker state has changed: move the job along its lifecycle (running, ended,
  * released, requeued). */
 void server_job_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
-/* The core placed the job: its run begins (workers assigned to their nodes' agents). */
+/* [lock] The core placed the job: its run begins (workers assigned to their nodes' agents). */
 int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
-/* The core moved a model server (SCHED_MOVE): its replacement's run begins (move.c). */
+/* [lock] The core moved a model server (SCHED_MOVE): its replacement's run begins (move.c). */
 int server_job_move(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
-/* The shadow worker of a move changed state: commit, retire or abandon the move. */
+/* [lock] The shadow worker of a move changed state: commit, retire or abandon the move. */
 void server_move_progress(Server *s, ServerJob *j, int64_t now_ms, Changes *ch);
-/* The lifecycle ended a move (its sink, move.c): done, charge the old allocation;
+/* [lock] The lifecycle ended a move (its sink, move.c): done, charge the old allocation;
  * abandoned, the replacement's, and hold the job back from moving for a while. */
 int server_job_moved(Server *s, ServerJob *j, bool done, int64_t now_ms, Changes *ch);
-/* The lifecycle, its sink writing into ch (the lock held), and the end of the call:
- * an error of it is logged. */
+/* [lock] The lifecycle, its sink writing into ch, and the end of the call: an error of it
+ * is logged and fails ch whole. */
 Life *server_life(Server *s, Changes *ch);
 void server_life_done(Server *s, const ServerJob *j, int err, const char *what);
-/* Charge what pl held from from_ms to now_ms (usage records, per worker). */
+/* [lock] Charge what pl held from from_ms to now_ms (usage records, per worker). */
 void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
                    int64_t now_ms, Changes *ch);
-/* Remember the MIG layouts a placement set, for a restarted server. */
-void server_save_mig(Server *s, const Placement *pl);
-/* Has the job a worker on the node that its agent runs (or was told to and may run)?
+/* [lock] Remember the MIG layouts a placement set, for a restarted server. */
+void server_save_mig(Server *s, const Placement *pl, Changes *ch);
+/* [lock] Has the job a worker on the node that its agent runs (or was told to and may run)?
  * running_only: one reported running. */
 bool server_job_on_node(const ServerJob *j, uint32_t node, bool running_only);
-/* The jobs with a worker (or a moving server's other worker) on the node, copied:
+/* [lock] The jobs with a worker (or a moving server's other worker) on the node, copied:
  * stopping or finishing a run takes a job off the holding list. The caller frees the
  * array; NULL when there are none (or out of memory). */
 ServerJob **server_jobs_on_node(Server *s, uint32_t node, size_t *ret_n);
-/* Nodes whose agents went silent: lost, their jobs torn down and requeued. */
-void server_check_nodes(Server *s, int64_t now_ms);
-/* The node's agent is shutting it down: it takes no work, and every job with a worker
+/* [lock] Nodes whose agents went silent: lost, their jobs torn down and requeued. 0, or the
+ * commit's negative errno. */
+int server_check_nodes(Server *s, int64_t now_ms);
+/* [lock] The node's agent is shutting it down: it takes no work, and every job with a worker
  * there is stopped (with a checkpoint) and requeued to resume, as a preemption. */
 void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch);
-/* A worker of the job ended because its node shut down: the run is stopped and
+/* [lock] A worker of the job ended because its node shut down: the run is stopped and
  * requeued as above (the ends of a shutdown an earlier agent reported), not failed. */
 void server_job_node_shutdown(Server *s, ServerJob *j, uint32_t node, int64_t now_ms, Changes *ch);
-/* The lifecycle's sink (lifecycle.c), set once the core is; a job's LifeJob, from its
- * durable record. */
+/* [lock] The lifecycle's sink (lifecycle.c), set once the core is; a job's LifeJob, from
+ * its durable record. */
 void server_life_init(Server *s);
 void server_job_life_init(ServerJob *j);
-/* The job's request changed: its shape for the score cache, and what it asks. */
+/* [lock] The job's request changed: its shape for the score cache, and what it asks. */
 void server_job_shape(Server *s, ServerJob *j);
-/* Size a queued job from what its workload class learned (core/learn.h): 0 unchanged,
+/* [lock] Size a queued job from what its workload class learned (core/learn.h): 0 unchanged,
  * 1 resized, 2 when no GPU of the cluster holds what the class needs, -ENOMEM. */
 int server_job_size(Server *s, ServerJob *j);
-/* Size a queued job again from its spec and what its class learned now (after a class
+/* [lock] Size a queued job again from its spec and what its class learned now (after a class
  * was reset, when it may ask less): 0 unchanged, 1 resized, a negative errno. */
 int server_job_size_afresh(Server *s, ServerJob *j);
-/* The next job after *pos that waits in the queue and is of workload class cls, or NULL
+/* [lock] The next job after *pos that waits in the queue and is of workload class cls, or NULL
  * (start with *pos = 0). What a class learns or forgets re-sizes these. */
 ServerJob *server_waiting_of_class(Server *s, const char *cls, int64_t *pos);
-/* The list of jobs holding an allocation. */
+/* [lock] The list of jobs holding an allocation. */
 int server_hold(Server *s, ServerJob *j);
+/* [lock] */
 void server_unhold(Server *s, ServerJob *j);
 /* For an engine that drives the nodes itself (ServerOptions.external_nodes; external.c). */
 
-/* The node takes work (why AWAY_NONE) or not, for the cause its engine knows. */
+/* [lock] The node takes work (why AWAY_NONE) or not, for the cause its engine knows. */
 void server_node_ready(Server *s, uint32_t node, NodeAway why, int64_t now_ms);
-/* Take a pending job out of the queue (park) or put it back: an engine parks a job whose
+/* [lock] Take a pending job out of the queue (park) or put it back: an engine parks a job whose
  * workers it cannot start yet (a preempted Kubernetes job whose pods are being
  * recreated). A parked job keeps its place in the store as pending. */
 void server_job_park(Server *s, ServerJob *j, bool park);
-/* The job's run ended outside the scheduler's control before it could start (its pods
+/* [lock] The job's run ended outside the scheduler's control before it could start (its pods
  * were deleted): closed as cancelled, with why as the event. */
 void server_job_vanished(Server *s, ServerJob *j, const char *why, int64_t now_ms, Changes *ch);
 
-/* A job out of the queue and holding nothing (parked) ends as final. */
+/* [lock] A job out of the queue and holding nothing (parked) ends as final. */
 void server_job_end(Server *s, ServerJob *j, JobState final, int64_t now_ms, Changes *ch);
-/* Stop a job's workers (mode LIFE_STOP_*); requeue says what happens when they are gone. */
+/* [lock] Stop a job's workers (mode LIFE_STOP_*); requeue says what happens when they are
+ * gone. */
 void server_job_stop(Server *s, ServerJob *j, LifeStop mode, bool requeue, int64_t now_ms,
                      Changes *ch);

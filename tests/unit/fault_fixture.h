@@ -10,6 +10,10 @@
  *   FAULT_PROCESS every allocation of the process, for a test binary that interposes
  *                 malloc and asks fault_now (test_server_faults.c does).
  *
+ * A gate (fault_gate_close, _open) holds every xSync of the threads other than the one
+ * that closed it until it opens: a test can look at a server while one of its commits
+ * sits in its fsync (test_server_lock.c).
+ *
  * A transient fault fails the Nth call only (a disk that hiccups, memory that comes
  * back); a persistent one fails the Nth and every call after it (a dead disk). A test
  * arms a fault at N, runs its scenario, and learns from fault_reached() whether the
@@ -19,12 +23,14 @@
  * library before sqlite3_initialize). Include after cmocka.h. */
 #pragma once
 
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* FAULT_PROCESS: every malloc of the process (a test that interposes malloc counts with
@@ -151,8 +157,66 @@ static int ff_truncate(sqlite3_file *f, sqlite3_int64 size)
     return real_of(f)->pMethods->xTruncate(real_of(f), size);
 }
 
+/* ---- the gate on other threads' syncs ---- */
+
+static pthread_mutex_t fault_gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fault_gate_cond = PTHREAD_COND_INITIALIZER;
+static bool fault_gate_closed;
+static pthread_t fault_gate_owner;
+static int fault_gate_held; /* syncs waiting at the gate now */
+
+static inline void fault_gate_close(void)
+{
+    pthread_mutex_lock(&fault_gate_lock);
+    fault_gate_closed = true;
+    fault_gate_owner = pthread_self();
+    pthread_mutex_unlock(&fault_gate_lock);
+}
+
+static inline void fault_gate_open(void)
+{
+    pthread_mutex_lock(&fault_gate_lock);
+    fault_gate_closed = false;
+    pthread_cond_broadcast(&fault_gate_cond);
+    pthread_mutex_unlock(&fault_gate_lock);
+}
+
+/* Wait until another thread's sync waits at the closed gate; false after ms. */
+static inline bool fault_gate_wait_held(int64_t ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&fault_gate_lock);
+    int r = 0;
+    while (!fault_gate_held && r == 0)
+        r = pthread_cond_timedwait(&fault_gate_cond, &fault_gate_lock, &until);
+    bool held = fault_gate_held > 0;
+    pthread_mutex_unlock(&fault_gate_lock);
+    return held;
+}
+
+static void fault_gate_pass(void)
+{
+    pthread_mutex_lock(&fault_gate_lock);
+    if (fault_gate_closed && !pthread_equal(pthread_self(), fault_gate_owner)) {
+        fault_gate_held++;
+        pthread_cond_broadcast(&fault_gate_cond);
+        while (fault_gate_closed)
+            pthread_cond_wait(&fault_gate_cond, &fault_gate_lock);
+        fault_gate_held--;
+    }
+    pthread_mutex_unlock(&fault_gate_lock);
+}
+
 static int ff_sync(sqlite3_file *f, int flags)
 {
+    fault_gate_pass();
     if (fault_now(FAULT_IO))
         return SQLITE_IOERR_FSYNC;
     return real_of(f)->pMethods->xSync(real_of(f), flags);

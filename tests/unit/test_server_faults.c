@@ -7,12 +7,15 @@
  * (malloc interposed in this binary only, counted on the test's thread only) failing.
  *
  * After each request, memory must match its reply: an accepted submission's jobs are
- * there, a refused one's are not, a change answered 200 is made. A failed store write
- * under a change already made in memory ends the process (state.h: a restart reloads
- * the durable state), so each run is a child process; the parent then starts a server
- * on the same database without faults and checks that every request answered with
- * success is there, and every refused one is not (or, while the disk fails on, whole);
- * a request the process ended in got no reply, and may be either. `make test` tries
+ * there, a refused one's are not, a change answered 200 is made. A change made in
+ * memory that the store could not take (a failed write, or an allocation that failed
+ * while the change was listed: Changes.err) marks the server diverged, and the
+ * daemon's top level then ends the process (state.h: a restart reloads the durable
+ * state); the child does what that top level does. So each run is a child process; the
+ * parent then starts a server on the same database without faults and checks that
+ * every request answered with success is there, and every refused one is not (or,
+ * while the disk fails on, whole); a request the process ended after may be either.
+ * Each change is there whole or not at all: its job's row and its event together. `make test` tries
  * every N of the process's allocations and of the I/O when they fail once, every 2nd I/O
  * and every 5th allocation otherwise; GPUORCH_FAULT_STRIDE=1 tries every N.
  *
@@ -40,96 +43,7 @@
 
 #include "fault_fixture.h"
 
-/* ---- the process's allocations, interposed: this binary's malloc, calloc, realloc and
- * strdup come here first and go on to the next definition (ASan's, or libc's) ---- */
-
-static void *(*next_malloc)(size_t);
-static void *(*next_calloc)(size_t, size_t);
-static void *(*next_realloc)(void *, size_t);
-static void (*next_free)(void *);
-/* dlsym may allocate while it resolves: from here, never freed */
-static char boot[4096];
-static size_t boot_used;
-/* not thread-local: the dynamic linker allocates before this binary's thread-local
- * storage is there (the plan is looked at only once main has begun) */
-static bool resolving, in_main;
-
-/* Called while ASan itself starts, before its shadow memory is there: not instrumented. */
-#define EARLY __attribute__((no_sanitize_address))
-
-EARLY static void *boot_alloc(size_t n)
-{
-    n = (n + 15) & ~(size_t)15;
-    if (boot_used + n > sizeof(boot))
-        return NULL;
-    void *p = boot + boot_used;
-    boot_used += n;
-    return p;
-}
-
-EARLY static bool resolve(void)
-{
-    if (next_free)
-        return true;
-    if (resolving)
-        return false;
-    resolving = true;
-    next_malloc = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
-    next_calloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "calloc");
-    next_realloc = (void *(*)(void *, size_t))dlsym(RTLD_NEXT, "realloc");
-    next_free = (void (*)(void *))dlsym(RTLD_NEXT, "free");
-    resolving = false;
-    return next_free != NULL;
-}
-
-EARLY void *malloc(size_t n)
-{
-    if (!resolve())
-        return boot_alloc(n);
-    return in_main && fault_now(FAULT_PROCESS) ? NULL : next_malloc(n);
-}
-
-EARLY void *calloc(size_t n, size_t size)
-{
-    if (!resolve()) {
-        void *p = n && size > SIZE_MAX / n ? NULL : boot_alloc(n * size);
-        return p ? memset(p, 0, n * size) : NULL;
-    }
-    return in_main && fault_now(FAULT_PROCESS) ? NULL : next_calloc(n, size);
-}
-
-EARLY void *realloc(void *p, size_t n)
-{
-    if (!resolve())
-        return NULL;
-    return in_main && fault_now(FAULT_PROCESS) ? NULL : next_realloc(p, n);
-}
-
-EARLY void free(void *p)
-{
-    if ((char *)p >= boot && (char *)p < boot + sizeof(boot))
-        return;
-    if (p && resolve())
-        next_free(p);
-}
-
-char *strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = malloc(n);
-    return p ? memcpy(p, s, n) : NULL;
-}
-
-char *strndup(const char *s, size_t max)
-{
-    size_t n = strnlen(s, max);
-    char *p = malloc(n + 1);
-    if (!p)
-        return NULL;
-    memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
-}
+#include "fault_malloc.h"
 
 /* ---- the scenario ---- */
 
@@ -220,6 +134,16 @@ static void check_submitted(Server *s, Shared *sh, int op, size_t n, int64_t max
     pthread_mutex_unlock(&s->lock);
 }
 
+/* What the daemon's top level does after a request (http.c): when memory went ahead of
+ * the store, the process ends, and the request's outcome is the restart's to tell. */
+static void end_if_diverged(Server *s, Shared *sh, int op)
+{
+    if (!server_diverged(s))
+        return;
+    sh->status[op] = 0;
+    _exit(1);
+}
+
 static int submit(Server *s, Shared *sh, int op, JobList *jl)
 {
     int64_t ids[2] = {0, 0};
@@ -231,6 +155,7 @@ static int submit(Server *s, Shared *sh, int op, JobList *jl)
     size_t n = jl->n;
     int st = server_submit(s, &lead, jl, ids, &err);
     sh->status[op] = st;
+    end_if_diverged(s, sh, op);
     memcpy(sh->ids[op], ids, sizeof(ids));
     check_submitted(s, sh, op, n, max_before);
     buf_free(&err);
@@ -266,6 +191,7 @@ static void child(const Arm *arm, Shared *sh)
         sh->ran[OP_PRIORITY] = true;
         int st = server_set_priority(s, &lead, sh->ids[OP_SUBMIT1][0], PRIO_HIGH, &err);
         sh->status[OP_PRIORITY] = st;
+        end_if_diverged(s, sh, OP_PRIORITY);
         CHECK(st == 200 || st == 500);
         pthread_mutex_lock(&s->lock);
         ServerJob *j = server_job(s, sh->ids[OP_SUBMIT1][0]);
@@ -280,6 +206,7 @@ static void child(const Arm *arm, Shared *sh)
         sh->ran[OP_MOVE] = true;
         int st = server_move(s, &lead, b, a, false, &err);
         sh->status[OP_MOVE] = st;
+        end_if_diverged(s, sh, OP_MOVE);
         if (st != 200 && st != 500)
             say("move: %d %s\n", st, buf_str(&err));
         CHECK(st == 200 || st == 500);
@@ -291,6 +218,7 @@ static void child(const Arm *arm, Shared *sh)
         sh->ran[OP_CANCEL] = true;
         st = server_cancel(s, &lead, a, &err);
         sh->status[OP_CANCEL] = st;
+        end_if_diverged(s, sh, OP_CANCEL);
         CHECK(st == 200 || st == 500);
         pthread_mutex_lock(&s->lock);
         ServerJob *ja = server_job(s, a);
@@ -301,6 +229,7 @@ static void child(const Arm *arm, Shared *sh)
     double weight = 3;
     int st = server_team_set(s, "search", NULL, NULL, &weight, &err);
     sh->status[OP_TEAM] = st;
+    end_if_diverged(s, sh, OP_TEAM);
     CHECK(st == 200 || st == 500);
     pthread_mutex_lock(&s->lock);
     int t = cluster_find_team(s->c, "search");
@@ -345,6 +274,26 @@ static ServerJob *job_named(Server *s, const char *name)
     return NULL;
 }
 
+typedef struct EventCount {
+    const char *type;
+    int n;
+} EventCount;
+
+static int count_event(void *arg, int64_t t_ms, const char *type, const char *detail)
+{
+    EventCount *c = arg;
+    c->n += !strcmp(type, c->type);
+    return 0;
+}
+
+/* The job has an event of the type: its change was written with its event. */
+static bool has_event(Server *s, const ServerJob *j, const char *type)
+{
+    EventCount c = {.type = type};
+    assert_int_equal(store_events_for(s->store, j->st.id, count_event, &c), 0);
+    return c.n > 0;
+}
+
 static void check_restart(const Shared *sh)
 {
     ServerOptions o = options();
@@ -379,11 +328,16 @@ static void check_restart(const Shared *sh)
         assert_int_equal(s2a->st.id, sh->ids[OP_SUBMIT2][0]);
         assert_int_equal(s2b->st.id, sh->ids[OP_SUBMIT2][1]);
     }
-    if (s1)
+    if (s1) {
         effect(sh, OP_PRIORITY, 200, s1->st.priority == PRIO_HIGH);
+        /* never half a change: the row and its event are written together or not at all */
+        assert_int_equal(s1->st.priority == PRIO_HIGH, has_event(s, s1, "priority"));
+    }
     if (s2a) {
         effect(sh, OP_MOVE, 200, s2b->st.queue_key != 0);
         effect(sh, OP_CANCEL, 200, s2a->st.state == JOB_CANCELLED);
+        assert_int_equal(s2b->st.queue_key != 0, has_event(s, s2b, "move"));
+        assert_int_equal(s2a->st.state == JOB_CANCELLED, has_event(s, s2a, "cancel"));
     }
     int t = cluster_find_team(s->c, "search");
     assert_true(t >= 0);
