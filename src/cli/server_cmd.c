@@ -23,151 +23,69 @@
 #define DEFAULT_DB     "sqlite:./var/gpuorch.db"
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 
+/* the lifecycle's defaults (life/life.h), as the help quotes them */
+#define HEARTBEAT_TEXT  STRINGIFY(LIFE_HEARTBEAT_MS)
+#define LOST_AFTER_TEXT STRINGIFY(LIFE_LOST_AFTER_MS)
+#define LOST_GRACE_TEXT STRINGIFY(LIFE_LOST_GRACE_MS)
+
+/* options with no letter, past the Kubernetes engine's (server_kube.h) */
+enum { OPT_RETENTION = 0x200, OPT_MAX_ENDED };
+
 static void usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
-        "                      [--listen HOST:PORT] [--data-dir DIR]\n"
-        "                      [--heartbeat-ms N] [--lost-after-ms N] [--lost-grace-ms N]\n"
-        "                      [--min-runtime-s N] [--web DIR] [--conns-per-ip N]\n"
-        "                      [--provider none|sim|exec:SCRIPT]\n"
-        "                      [--kubernetes [--kubeconfig FILE] [--kube-context NAME]\n"
-        "                       [--scheduler-name NAME] [--leader-elect]\n"
-        "                       [--lease NAMESPACE/NAME] [--mig-configmap NAMESPACE/NAME]\n"
-        "                       [--kube-qps N] [--kube-burst N] [--kube-writers N]\n"
-        "                       [--mig-timeout-s N]]\n\n"
-        "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
-        "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
-        "  --db URL            the store (default " DEFAULT_DB ")\n"
-        "  --listen HOST:PORT  where the API listens (default " DEFAULT_LISTEN
-        "; port 0: any free one)\n"
-        "  --data-dir DIR      admin.token and job logs (default: the database's directory)\n"
-        "  --heartbeat-ms N    how often agents report (default " STRINGIFY(
-            LIFE_HEARTBEAT_MS) ")\n"
-                               "  --lost-after-ms N   silence after which a node is lost and takes "
-                               "no new work\n"
-                               "                      (default " STRINGIFY(
-                                   LIFE_LOST_AFTER_MS) ")\n"
-                                                       "  --lost-grace-ms N   how long the work "
-                                                       "running on a lost node waits for it to\n"
-                                                       "                      come back before its "
-                                                       "jobs are requeued (default " STRINGIFY(
-                                                           LIFE_LOST_GRACE_MS) ";\n"
-                                                                               "                   "
-                                                                               "   0: at once)\n"
-                                                                               "  --min-runtime-s "
-                                                                               "N   how long a job "
-                                                                               "runs before it may "
-                                                                               "be preempted "
-                                                                               "(default 300;\n"
-                                                                               "                   "
-                                                                               "   production does "
-                                                                               "not wait for it)\n"
-                                                                               "  --conns-per-ip N "
-                                                                               "   open "
-                                                                               "connections one "
-                                                                               "client address may "
-                                                                               "hold (default 64;\n"
-                                                                               "                   "
-                                                                               "   0: only the "
-                                                                               "server's 1000 in "
-                                                                               "all)\n"
-                                                                               "  --web DIR        "
-                                                                               "   the portal's "
-                                                                               "files, served at / "
-                                                                               "(default: "
-                                                                               "$GPUORCH_WEB, "
-                                                                               "else\n"
-                                                                               "                   "
-                                                                               "   ./web, else the "
-                                                                               "installed copy)\n"
-                                                                               "  --provider P     "
-                                                                               "   who starts and "
-                                                                               "stops the nodes of "
-                                                                               "autoscaled pools: "
-                                                                               "none\n"
-                                                                               "                   "
-                                                                               "   (default), sim "
-                                                                               "(local agents with "
-                                                                               "simulated GPUs) "
-                                                                               "or\n"
-                                                                               "                   "
-                                                                               "   exec:SCRIPT "
-                                                                               "(SCRIPT "
-                                                                               "create|delete POOL "
-                                                                               "NODE)\n"
-                                                                               "  --kubernetes     "
-                                                                               "   schedule the "
-                                                                               "GPU pods of a "
-                                                                               "Kubernetes cluster "
-                                                                               "(docs/"
-                                                                               "kubernetes.md):\n"
-                                                                               "                   "
-                                                                               "   nodes from Node "
-                                                                               "objects, jobs from "
-                                                                               "pods with "
-                                                                               "schedulerName\n"
-                                                                               "                   "
-                                                                               "   gpuorch; "
-                                                                               "--config then "
-                                                                               "holds the teams "
-                                                                               "only\n"
-                                                                               "  --kubeconfig "
-                                                                               "FILE   its API "
-                                                                               "server and "
-                                                                               "credentials "
-                                                                               "(default: "
-                                                                               "in-cluster)\n"
-                                                                               "  --scheduler-name "
-                                                                               "N  the pods' "
-                                                                               "spec.schedulerName "
-                                                                               "that is ours "
-                                                                               "(default gpuorch)\n"
-                                                                               "  --leader-elect   "
-                                                                               "   of several "
-                                                                               "replicas only the "
-                                                                               "Lease holder "
-                                                                               "schedules\n"
-                                                                               "  --lease NS/NAME  "
-                                                                               "   that Lease "
-                                                                               "(default "
-                                                                               "gpuorch-system/"
-                                                                               "gpuorch)\n"
-                                                                               "  --mig-configmap "
-                                                                               "NS/NAME  the "
-                                                                               "mig-parted config "
-                                                                               "the MIG manager "
-                                                                               "reads\n"
-                                                                               "                   "
-                                                                               "   (default "
-                                                                               "gpu-operator/"
-                                                                               "gpuorch-mig-parted-"
-                                                                               "config)\n"
-                                                                               "  --kube-qps N     "
-                                                                               "   API requests "
-                                                                               "per second at most "
-                                                                               "(default: no "
-                                                                               "limit)\n"
-                                                                               "  --kube-burst N   "
-                                                                               "   requests above "
-                                                                               "that at once "
-                                                                               "(default: N of "
-                                                                               "--kube-qps)\n"
-                                                                               "  --kube-writers N "
-                                                                               "   API writes "
-                                                                               "under way at once "
-                                                                               "(default 4)\n"
-                                                                               "  --mig-timeout-s "
-                                                                               "N   a MIG change "
-                                                                               "not done by then "
-                                                                               "has failed "
-                                                                               "(default 600)\n"
-                                                                               "On the first start "
-                                                                               "an admin token is "
-                                                                               "written to "
-                                                                               "DIR/admin.token "
-                                                                               "(mode 0600).\n");
+    fprintf(f,
+            "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
+            "                      [--listen HOST:PORT] [--data-dir DIR]\n"
+            "                      [--heartbeat-ms N] [--lost-after-ms N] [--lost-grace-ms N]\n"
+            "                      [--min-runtime-s N] [--web DIR] [--conns-per-ip N]\n"
+            "                      [--job-retention-s N] [--max-ended-jobs N]\n"
+            "                      [--provider none|sim|exec:SCRIPT]\n"
+            "                      [--kubernetes [--kubeconfig FILE] [--kube-context NAME]\n"
+            "                       [--scheduler-name NAME] [--leader-elect]\n"
+            "                       [--lease NAMESPACE/NAME] [--mig-configmap NAMESPACE/NAME]\n"
+            "                       [--kube-qps N] [--kube-burst N] [--kube-writers N]\n"
+            "                       [--mig-timeout-s N]]\n\n"
+            "Runs the control plane: the HTTP API (docs/api.md), the store and the scheduler.\n"
+            "  --config FILE       the cluster spec (docs/cluster-spec.md)\n"
+            "  --db URL            the store (default " DEFAULT_DB ")\n"
+            "  --listen HOST:PORT  where the API listens (default " DEFAULT_LISTEN
+            "; port 0: any free one)\n"
+            "  --data-dir DIR      admin.token and job logs (default: the database's directory)\n"
+            "  --heartbeat-ms N    how often agents report (default " HEARTBEAT_TEXT ")\n"
+            "  --lost-after-ms N   silence after which a node is lost and takes no new work\n"
+            "                      (default " LOST_AFTER_TEXT ")\n"
+            "  --lost-grace-ms N   how long the work running on a lost node waits for it to\n"
+            "                      come back before its jobs are requeued (default " LOST_GRACE_TEXT
+            ";\n"
+            "                      0: at once)\n"
+            "  --min-runtime-s N   how long a job runs before it may be preempted (default 300;\n"
+            "                      production does not wait for it)\n"
+            "  --job-retention-s N how long an ended job stays in memory before it is read from\n"
+            "                      the store when asked for (default 300, as Slurm's MinJobAge;\n"
+            "                      0: at once)\n"
+            "  --max-ended-jobs N  and at most how many ended jobs stay (default 10000)\n"
+            "  --conns-per-ip N    open connections one client address may hold (default 64;\n"
+            "                      0: only the server's 1000 in all)\n"
+            "  --web DIR           the portal's files, served at / (default: $GPUORCH_WEB, else\n"
+            "                      ./web, else the installed copy)\n"
+            "  --provider P        who starts and stops the nodes of autoscaled pools: none\n"
+            "                      (default), sim (local agents with simulated GPUs) or\n"
+            "                      exec:SCRIPT (SCRIPT create|delete POOL NODE)\n"
+            "  --kubernetes        schedule the GPU pods of a Kubernetes cluster "
+            "(docs/kubernetes.md):\n"
+            "                      nodes from Node objects, jobs from pods with schedulerName\n"
+            "                      gpuorch; --config then holds the teams only\n"
+            "  --kubeconfig FILE   its API server and credentials (default: in-cluster)\n"
+            "  --scheduler-name N  the pods' spec.schedulerName that is ours (default gpuorch)\n"
+            "  --leader-elect      of several replicas only the Lease holder schedules\n"
+            "  --lease NS/NAME     that Lease (default gpuorch-system/gpuorch)\n"
+            "  --mig-configmap NS/NAME  the mig-parted config the MIG manager reads\n"
+            "                      (default gpu-operator/gpuorch-mig-parted-config)\n"
+            "  --kube-qps N        API requests per second at most (default: no limit)\n"
+            "  --kube-burst N      requests above that at once (default: N of --kube-qps)\n"
+            "  --kube-writers N    API writes under way at once (default 4)\n"
+            "  --mig-timeout-s N   a MIG change not done by then has failed (default 600)\n"
+            "On the first start an admin token is written to DIR/admin.token (mode 0600).\n");
 }
 
 /* Where the portal's files are: --web, else $GPUORCH_WEB, else ./web when it is there
@@ -237,6 +155,8 @@ int cmd_server(int argc, char **argv)
         {"lost-after-ms", required_argument, NULL, 'L'},
         {"lost-grace-ms", required_argument, NULL, 'G'},
         {"min-runtime-s", required_argument, NULL, 'm'},
+        {"job-retention-s", required_argument, NULL, OPT_RETENTION},
+        {"max-ended-jobs", required_argument, NULL, OPT_MAX_ENDED},
         {"web", required_argument, NULL, 'w'},
         {"conns-per-ip", required_argument, NULL, 'C'},
         {"provider", required_argument, NULL, 'P'},
@@ -319,6 +239,27 @@ int cmd_server(int argc, char **argv)
                 return 2;
             }
             o.min_runtime_ms = v * 1000;
+            break;
+        }
+        case OPT_RETENTION:
+        case OPT_MAX_ENDED: {
+            int64_t v;
+            bool retention = opt == OPT_RETENTION;
+            if (parse_i64(optarg, &v) < 0 || v < 0 || v > INT64_MAX / 1000 ||
+                (!retention && v == 0)) {
+                fprintf(stderr,
+                        retention ? "gpuorch server: --job-retention-s must be a whole number "
+                                    "of seconds, not '%s'\n"
+                                  : "gpuorch server: --max-ended-jobs must be a whole number "
+                                    "above 0, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            /* 0 s: at once (1 ms: ServerOptions reads 0 as the default) */
+            if (retention)
+                o.job_retention_ms = v ? v * 1000 : 1;
+            else
+                o.max_ended_jobs = v;
             break;
         }
         case 'C': {

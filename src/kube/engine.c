@@ -352,19 +352,19 @@ static void watch_free(Watch *w)
 
 static int name_jobs(KubeEngine *e)
 {
-    for (int64_t id = 1; id <= e->s->max_id; id++) {
-        ServerJob *j = server_job(e->s, id);
-        if (!j || job_state_ended(j->st.state) || !j->st.name)
+    for (size_t i = 0; i < e->s->n_resident; i++) {
+        ServerJob *j = e->s->resident[i];
+        if (job_state_ended(j->st.state) || !j->st.name)
             continue;
         KJobName *kn = malloc(sizeof(*kn));
         if (!kn)
             return -ENOMEM;
-        *kn = (KJobName){.name = j->st.name, .id = id};
+        *kn = (KJobName){.name = j->st.name, .id = j->st.id};
         void **f = tsearch(kn, &e->job_names, kjob_name_cmp);
         if (!f)
             return free(kn), -ENOMEM;
         if (*f != kn) {
-            ((KJobName *)*f)->id = MAX(((KJobName *)*f)->id, id);
+            ((KJobName *)*f)->id = MAX(((KJobName *)*f)->id, j->st.id);
             free(kn);
         }
         /* pending jobs wait for their pods: the first list unparks those that have them */

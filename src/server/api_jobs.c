@@ -143,10 +143,15 @@ static int64_t query_count(const HttpRequest *rq, const char *key, int64_t def)
 static void reply_job(Server *s, int64_t id, int status, HttpResponse *rp)
 {
     server_lock(s);
-    ServerJob *j = server_job(s, id);
+    ServerJob *view;
+    int err;
+    ServerJob *j = server_job_find(s, id, &view, &err);
     json_t *o = j ? api_job_json(s, j, false) : NULL;
     pthread_mutex_unlock(&s->lock);
-    if (!j)
+    server_job_view_free(view);
+    if (err < 0)
+        http_reply_error(rp, 500, "cannot read job %lld from the store", (long long)id);
+    else if (!j)
         http_reply_error(rp, 404, "no job %lld", (long long)id);
     else
         http_reply_json(rp, status, o);
@@ -357,6 +362,27 @@ static int entry_cmp(const void *a, const void *b)
     return x->j->st.id < y->j->st.id ? -1 : x->j->st.id > y->j->st.id;
 }
 
+/* The ended jobs of a listing come from the store, a page at a time. */
+typedef struct StoredPage {
+    StoreJob *rows;
+    size_t n, cap;
+} StoredPage;
+
+static int keep_row(void *arg, StoreJob *j)
+{
+    StoredPage *p = arg;
+    if (GROW(p->rows, p->cap, p->n + 1) < 0) {
+        store_job_free(j);
+        return -ENOMEM;
+    }
+    p->rows[p->n++] = *j;
+    return 0;
+}
+
+/* The jobs that match f: the live ones from memory (pending by queue position, then the
+ * rest by id), then the ended ones from the store by id, after `after` (a later page:
+ * ended ones only). The work is bounded by what is live and by the page asked for, not
+ * by everything ever submitted. */
 void api_jobs_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     JobFilter f = {.team = http_query(rq, "team"), .project = http_query(rq, "project")};
@@ -371,18 +397,27 @@ void api_jobs_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     int64_t limit = query_count(rq, "limit", JOBS_DEFAULT_LIMIT);
-    if (limit < 0) {
-        http_reply_error(rp, 400, "query 'limit': expected a whole number");
+    int64_t after = query_count(rq, "after", 0);
+    if (limit < 0 || after < 0) {
+        http_reply_error(rp, 400, "query '%s': expected a whole number",
+                         limit < 0 ? "limit" : "after");
         return;
+    }
+    uint32_t ended = 0;
+    bool live = false;
+    for (int st = 0; st < JOB_STATE_COUNT; st++) {
+        if (f.states[st] && job_state_ended((JobState)st))
+            ended |= 1u << st;
+        live |= f.states[st] && !job_state_ended((JobState)st);
     }
 
     ListEntry *e = NULL;
     size_t n = 0, cap = 0;
     json_t *arr = json_array();
     server_lock(s);
-    for (int64_t id = 1; id <= s->max_id; id++) {
-        ServerJob *j = server_job(s, id);
-        if (!j || !job_matches(j, &f))
+    for (size_t i = 0; live && !after && i < s->n_resident; i++) {
+        ServerJob *j = s->resident[i];
+        if (job_state_ended(j->st.state) || !job_matches(j, &f))
             continue;
         if (GROW(e, cap, n + 1) < 0) {
             r = -ENOMEM;
@@ -391,20 +426,55 @@ void api_jobs_list(Server *s, const HttpRequest *rq, HttpResponse *rp)
         uint32_t pos = j->st.state == JOB_PENDING ? server_position(s, j) : 0;
         e[n++] = (ListEntry){.j = j, .pos = pos ? pos - 1 : UINT32_MAX};
     }
+    size_t shown = 0;
     if (r == 0) {
         if (n)
             qsort(e, n, sizeof(*e), entry_cmp);
-        for (size_t i = 0; i < n && (int64_t)i < limit; i++)
-            json_array_append_new(arr, api_job_json(s, e[i].j, false));
+        for (; shown < n && (int64_t)shown < limit; shown++)
+            json_array_append_new(arr, api_job_json(s, e[shown].j, false));
     }
     pthread_mutex_unlock(&s->lock);
     free(e);
+
+    /* the ended ones, read without the lock, then shown with it (their specs bound to
+     * the cluster as when they ran) */
+    StoredPage page = {0};
+    int64_t room = limit - (int64_t)shown, next = 0;
+    if (r == 0 && ended && room > 0) {
+        StoreJobQuery q = {.after_id = after,
+                           .states = ended,
+                           .team = f.team,
+                           .project = f.project,
+                           .limit = room};
+        r = store_jobs_page(s->store, &q, keep_row, &page);
+        if (r == 0 && (int64_t)page.n == room)
+            next = page.rows[page.n - 1].id; /* more may follow: the next page starts there */
+    }
+    if (r == 0 && page.n) {
+        server_lock(s);
+        for (size_t i = 0; i < page.n && r == 0; i++) {
+            ServerJob *view = NULL;
+            r = server_job_view(s, &page.rows[i], &view);
+            page.rows[i] = (StoreJob){0}; /* the view took it */
+            if (view)
+                json_array_append_new(arr, api_job_json(s, view, false));
+            server_job_view_free(view);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    for (size_t i = 0; i < page.n; i++)
+        store_job_free(&page.rows[i]);
+    free(page.rows);
     if (r < 0) {
         json_decref(arr);
-        http_reply_error(rp, 500, "out of memory");
+        http_reply_error(rp, 500,
+                         r == -ENOMEM ? "out of memory" : "cannot read the jobs from the store");
         return;
     }
-    http_reply_json(rp, 200, json_pack("{s:o}", "jobs", arr));
+    json_t *o = json_pack("{s:o}", "jobs", arr);
+    if (next)
+        json_object_set_new(o, "next_after", json_integer(next));
+    http_reply_json(rp, 200, o);
 }
 
 static int add_event(void *arg, int64_t t_ms, const char *type, const char *detail)
@@ -449,10 +519,17 @@ void api_job_get(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     int64_t id = parse_id(rq->params[0]);
     server_lock(s);
-    ServerJob *j = server_job(s, id);
+    ServerJob *view;
+    int err;
+    ServerJob *j = server_job_find(s, id, &view, &err);
     json_t *o = j ? api_job_json(s, j, true) : NULL;
     bool secrets = j && may_read_secrets(&rq->who, j);
     pthread_mutex_unlock(&s->lock);
+    server_job_view_free(view);
+    if (err < 0) {
+        http_reply_error(rp, 500, "cannot read job %s from the store", rq->params[0]);
+        return;
+    }
     if (!j) {
         http_reply_error(rp, 404, "no job %s", rq->params[0]);
         return;
@@ -562,10 +639,17 @@ void api_job_logs(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     server_lock(s);
-    ServerJob *j = server_job(s, id);
+    ServerJob *view;
+    int err;
+    ServerJob *j = server_job_find(s, id, &view, &err);
     uint32_t workers = j ? j->spec.workers : 0, runs = j ? j->st.run : 0;
     bool secrets = j && may_read_secrets(&rq->who, j);
     pthread_mutex_unlock(&s->lock);
+    server_job_view_free(view);
+    if (err < 0) {
+        http_reply_error(rp, 500, "cannot read job %s from the store", rq->params[0]);
+        return;
+    }
     if (!j) {
         http_reply_error(rp, 404, "no job %s", rq->params[0]);
         return;

@@ -25,9 +25,9 @@ static TeamCounts *count_jobs(Server *s)
         if (t < s->c->n_teams)
             tc[t].running++;
     }
-    for (int64_t id = 1; id <= s->max_id; id++) {
-        const ServerJob *j = server_job(s, id);
-        if (j && j->st.state == JOB_PENDING && j->sj.team < s->c->n_teams)
+    for (size_t i = 0; i < s->n_resident; i++) {
+        const ServerJob *j = s->resident[i];
+        if (j->st.state == JOB_PENDING && j->sj.team < s->c->n_teams)
             tc[j->sj.team].pending++;
     }
     return tc;

@@ -77,8 +77,10 @@ static int on_changed(void *arg, LifeJob *lj)
 {
     Server *s = arg;
     ServerJob *j = server_job_of(lj);
-    if (life_state_ended(lj->state) && !job_state_ended(j->st.state))
+    if (life_state_ended(lj->state) && !job_state_ended(j->st.state)) {
         s->counters.finished[lj->state]++;
+        server_job_note_ended(s, j);
+    }
     if (lj->state == LIFE_PENDING && j->st.state != JOB_PENDING)
         s->dirty = true; /* queued again: a cycle may start it */
     j->st.state = lj->state;

@@ -90,9 +90,9 @@ out:
 static void job_metrics(Server *s, Buf *b)
 {
     uint64_t queued[PRIO_COUNT] = {0};
-    for (int64_t id = 1; id <= s->max_id; id++) {
-        const ServerJob *j = server_job(s, id);
-        if (j && j->st.state == JOB_PENDING && j->st.priority < PRIO_COUNT)
+    for (size_t i = 0; i < s->n_resident; i++) {
+        const ServerJob *j = s->resident[i];
+        if (j->st.state == JOB_PENDING && j->st.priority < PRIO_COUNT)
             queued[j->st.priority]++;
     }
     head(b, "gpuorch_queue_length", "gauge", "Pending jobs, by priority class.");

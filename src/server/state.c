@@ -32,6 +32,10 @@
 #include <unistd.h>
 
 #define DEFAULT_CYCLE_MS 1000
+/* Slurm's MinJobAge (300 s), and a bound on the ended jobs kept that a burst of short
+ * jobs cannot pass (Slurm's MaxJobCount is 10,000 in all) */
+#define DEFAULT_JOB_RETENTION_MS (5 * 60 * 1000)
+#define DEFAULT_MAX_ENDED_JOBS   10000
 /* Kicks closer together than this share one cycle: a burst of submissions is placed
  * in one pass over the queue. */
 #define MIN_CYCLE_GAP_MS 20
@@ -100,6 +104,8 @@ void server_kick(Server *s)
     pthread_cond_signal(&s->wake);
 }
 
+static void server_job_free(ServerJob *j);
+
 static int job_table_put(Server *s, ServerJob *j)
 {
     size_t need = (size_t)j->st.id + 1;
@@ -114,10 +120,58 @@ static int job_table_put(Server *s, ServerJob *j)
         s->jobs = n;
         s->jobs_cap = cap;
     }
+    if (GROW(s->resident, s->resident_cap, s->n_resident + 1) < 0)
+        return -ENOMEM;
+    j->resident = s->n_resident;
+    s->resident[s->n_resident++] = j;
     s->jobs[j->st.id] = j;
     if (j->st.id > s->max_id)
         s->max_id = j->st.id;
     return 0;
+}
+
+/* Out of the table and the resident set (the caller frees it). */
+static void job_table_drop(Server *s, ServerJob *j)
+{
+    s->jobs[j->st.id] = NULL;
+    ServerJob *last = s->resident[--s->n_resident];
+    s->resident[j->resident] = last;
+    last->resident = j->resident;
+}
+
+int server_job_note_ended(Server *s, ServerJob *j)
+{
+    if (s->ended_head && s->ended_head * 2 >= s->n_ended) {
+        /* the queue's front is used up: move the rest down */
+        memmove(s->ended, s->ended + s->ended_head,
+                (s->n_ended - s->ended_head) * sizeof(*s->ended));
+        s->n_ended -= s->ended_head;
+        s->ended_head = 0;
+    }
+    if (GROW(s->ended, s->ended_cap, s->n_ended + 1) < 0)
+        return -ENOMEM; /* it stays in memory: only a bound is missed */
+    s->ended[s->n_ended++] = j;
+    return 0;
+}
+
+void server_evict_ended(Server *s, int64_t now_ms)
+{
+    while (s->ended_head < s->n_ended) {
+        ServerJob *j = s->ended[s->ended_head];
+        size_t kept = s->n_ended - s->ended_head;
+        bool old = j->st.end_ms + s->opt.job_retention_ms <= now_ms;
+        if (!old && (int64_t)kept <= s->opt.max_ended_jobs)
+            break;
+        /* listed in a change not written yet; still in a bucket of the core's queue (a
+         * cancelled pending job stays there until the queue is next walked, sched.c); or
+         * an engine's record points at it (the Kubernetes engine keeps its pods'
+         * groups): it stays, and so do those after it */
+        if (j->in_changes || j->sj.listed || j->ext)
+            break;
+        s->ended_head++;
+        job_table_drop(s, j);
+        server_job_free(j);
+    }
 }
 
 static void server_job_free(ServerJob *j)
@@ -196,9 +250,9 @@ int server_job_size(Server *s, ServerJob *j)
 ServerJob *server_waiting_of_class(Server *s, const char *cls, int64_t *pos)
 {
     char other[LEARN_CLASS_MAX];
-    while (++*pos <= s->max_id) {
-        ServerJob *j = server_job(s, *pos);
-        if (!j || j->st.state != JOB_PENDING || !j->sj.queued)
+    while ((size_t)*pos < s->n_resident) {
+        ServerJob *j = s->resident[(*pos)++];
+        if (j->st.state != JOB_PENDING || !j->sj.queued)
             continue;
         learn_class_of(&j->spec, other, sizeof(other));
         if (!strcmp(other, cls))
@@ -256,6 +310,73 @@ static int job_bind_core(Server *s, ServerJob *j, Buf *err)
             return z;
     }
     return 0;
+}
+
+int server_job_view(Server *s, StoreJob *rec, ServerJob **ret)
+{
+    ServerJob *j = calloc(1, sizeof(*j));
+    if (!j) {
+        store_job_free(rec);
+        return -ENOMEM;
+    }
+    j->st = *rec;
+    job_spec_init(&j->spec);
+    JobList jl = {0};
+    Buf why = {0};
+    const char *text = j->st.spec_json ? j->st.spec_json : "";
+    int r = spec_parse_jobs_json(text, strlen(text), "stored job", &jl, &why);
+    if (r == 0 && jl.n == 1) {
+        j->spec = jl.jobs[0];
+        jl.n = 0;
+        /* what it asked, as it was bound when it was live (a cluster changed since may
+         * not hold it: then it shows none) */
+        Request req;
+        if (request_from_job(s->c, &j->spec, &req, &why) == 0)
+            j->gpu_equivalents = ask_equivalents(s->c, &req);
+    }
+    job_list_free(&jl);
+    buf_free(&why);
+    j->sj.id = (uint32_t)j->st.id;
+    server_job_life_init(j);
+    if (r == -ENOMEM) {
+        server_job_free(j);
+        return -ENOMEM;
+    }
+    *ret = j;
+    return 0;
+}
+
+void server_job_view_free(ServerJob *j)
+{
+    server_job_free(j);
+}
+
+ServerJob *server_job_find(Server *s, int64_t id, ServerJob **view, int *err)
+{
+    *view = NULL;
+    *err = 0;
+    ServerJob *j = server_job(s, id);
+    if (j || id <= 0 || id > s->max_id)
+        return j;
+    pthread_mutex_unlock(&s->lock);
+    StoreJob rec;
+    int r = store_job_get(s->store, id, &rec);
+    server_lock(s);
+    if (r == -ENOENT)
+        return NULL;
+    if (r == 0 && (j = server_job(s, id))) {
+        store_job_free(&rec); /* it came back meanwhile (never, once ended) */
+        return j;
+    }
+    if (r == 0 && !job_state_ended(rec.state)) {
+        /* a submission being written, not in memory yet: not there until it is */
+        store_job_free(&rec);
+        return NULL;
+    }
+    if (r == 0)
+        r = server_job_view(s, &rec, view);
+    *err = r;
+    return r < 0 ? NULL : *view;
 }
 
 int server_hold(Server *s, ServerJob *j)
@@ -396,6 +517,8 @@ static int load_job(void *arg, StoreJob *sjob)
         server_job_free(j);
         return r;
     }
+    if (job_state_ended(j->st.state) && (r = server_job_note_ended(s, j)) < 0)
+        return r;
     lc->n_loaded++;
     return 0;
 }
@@ -446,9 +569,9 @@ static int load_mig(void *arg, const char *node, unsigned index, const char *lay
  * remembers (the recent workload is the best guess of the next). */
 static int build_mix(Server *s)
 {
-    for (int64_t id = 1; id <= s->max_id; id++) {
-        ServerJob *j = server_job(s, id);
-        if (j && j->st.state != JOB_FAILED && j->sj.req.workers) {
+    for (size_t i = 0; i < s->n_resident; i++) {
+        ServerJob *j = s->resident[i];
+        if (j->st.state != JOB_FAILED && j->sj.req.workers) {
             int r = mix_add(&s->mix, &j->sj.req, j->sj.req.workers);
             if (r < 0)
                 return r;
@@ -472,6 +595,10 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         s->opt.lost_grace_ms = LIFE_LOST_GRACE_MS;
     if (s->opt.cycle_ms <= 0)
         s->opt.cycle_ms = DEFAULT_CYCLE_MS;
+    if (s->opt.job_retention_ms <= 0)
+        s->opt.job_retention_ms = DEFAULT_JOB_RETENTION_MS;
+    if (s->opt.max_ended_jobs <= 0)
+        s->opt.max_ended_jobs = DEFAULT_MAX_ENDED_JOBS;
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->commit_lock, NULL);
     pthread_cond_init(&s->durable, NULL);
@@ -533,7 +660,8 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         goto fail;
     server_life_init(s);
     LoadCtx lc = {.s = s, .err = err};
-    r = store_jobs_load(s->store, load_job, &lc);
+    /* what is live, and what ended inside the retention; the rest is read when asked */
+    r = store_jobs_load_live(s->store, server_now_ms() - s->opt.job_retention_ms, load_job, &lc);
     if (r < 0) {
         buf_printf(err, "cannot load the jobs of %s", o->db_url);
         goto fail;
@@ -584,9 +712,11 @@ void server_close(Server *s)
     }
     nodespan_stop(s, server_now_ms());
     provider_stop(s);
-    for (size_t i = 0; i < s->jobs_cap; i++)
-        server_job_free(s->jobs[i]);
+    for (size_t i = 0; i < s->n_resident; i++)
+        server_job_free(s->resident[i]);
     free(s->jobs);
+    free(s->resident);
+    free(s->ended);
     free(s->holding);
     free(s->running);
     free(s->shapes);
@@ -835,9 +965,14 @@ int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
 {
     server_lock(s);
     int status = 200;
-    ServerJob *j = server_job(s, id);
+    ServerJob *view;
+    int found;
+    ServerJob *j = server_job_find(s, id, &view, &found);
     Changes ch = {0};
-    if (!j) {
+    if (found < 0) {
+        buf_printf(err, "cannot read job %lld from the store", (long long)id);
+        status = 500;
+    } else if (!j) {
         buf_printf(err, "no job %lld", (long long)id);
         status = 404;
     } else if (who->role == ROLE_LEAD || who->role == ROLE_MEMBER
@@ -864,6 +999,7 @@ int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
     }
     changes_free(&ch);
     pthread_mutex_unlock(&s->lock);
+    server_job_view_free(view);
     return status;
 }
 
@@ -871,9 +1007,14 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
 {
     server_lock(s);
     int status = 200;
-    ServerJob *j = server_job(s, id);
+    ServerJob *view;
+    int found;
+    ServerJob *j = server_job_find(s, id, &view, &found);
     Changes ch = {0};
-    if (!j) {
+    if (found < 0) {
+        buf_printf(err, "cannot read job %lld from the store", (long long)id);
+        status = 500;
+    } else if (!j) {
         buf_printf(err, "no job %lld", (long long)id);
         status = 404;
     } else if (who->role != ROLE_ADMIN &&
@@ -923,6 +1064,7 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
     }
     changes_free(&ch);
     pthread_mutex_unlock(&s->lock);
+    server_job_view_free(view);
     return status;
 }
 
@@ -930,9 +1072,19 @@ int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool a
 {
     server_lock(s);
     int status = 200;
-    ServerJob *j = server_job(s, id), *a = server_job(s, anchor);
+    ServerJob *vj, *va;
+    int ej, ea;
+    ServerJob *j = server_job_find(s, id, &vj, &ej);
+    ServerJob *a = server_job_find(s, anchor, &va, &ea);
+    /* the second read may have let go of the lock: the first job may have ended and left
+     * meanwhile (its view, then, is a copy) */
+    if (!vj && j != server_job(s, id))
+        j = NULL;
     Changes ch = {0};
-    if (!j || !a) {
+    if (ej < 0 || ea < 0) {
+        buf_printf(err, "cannot read job %lld from the store", (long long)(ej < 0 ? id : anchor));
+        status = 500;
+    } else if (!j || !a) {
         buf_printf(err, "no job %lld", (long long)(j ? anchor : id));
         status = 404;
     } else if (who->role != ROLE_ADMIN &&
@@ -979,6 +1131,8 @@ int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool a
     }
     changes_free(&ch);
     pthread_mutex_unlock(&s->lock);
+    server_job_view_free(vj);
+    server_job_view_free(va);
     return status;
 }
 
@@ -1197,6 +1351,7 @@ static void *sched_main(void *arg)
         stop_if_diverged(s);
         server_check_nodes(s, now);
         stop_if_diverged(s);
+        server_evict_ended(s, now);
         nodespan_tick(s, now);
         utilization_sample(s, now);
         if ((s->dirty && mono - last_cycle >= gap) || mono >= next_cycle) {

@@ -79,6 +79,7 @@ typedef struct ServerJob {
     bool parked;              /* pending but out of the queue: its engine has not the
                                * pods to run it yet (server_job_park) */
     bool in_changes;          /* listed in a Changes being built (one list at a time) */
+    size_t resident;          /* its index in Server.resident */
     int64_t pl_from_ms;       /* sj.pl is charged from then (its run's start, or its move) */
     int64_t moved_from_ms;    /* moving: sj.moved_from was charged from then */
     int64_t no_move_until_ms; /* a replacement failed: not moved again before then */
@@ -138,6 +139,9 @@ typedef struct ServerOptions {
                                     back before its jobs are requeued (-1: 300000; 0: none) */
     int64_t cycle_ms;            /* scheduling cycle at the latest every (default 1000) */
     int64_t min_runtime_ms;      /* a job runs this long before it may be preempted (-1: 5 min) */
+    int64_t job_retention_ms;    /* an ended job stays in memory this long (0: 5 min, as
+                                    Slurm's MinJobAge), then is read from the store */
+    int64_t max_ended_jobs;      /* and at most this many ended jobs stay (0: 10,000) */
     ProviderKind provider;       /* who starts and stops the nodes of autoscaled pools */
     const char *provider_script; /* PROVIDER_EXEC: the script */
     /* An engine outside the server carries out its decisions (the Kubernetes engine,
@@ -198,9 +202,18 @@ typedef struct Server {
                               * lifecycle call under way (set by lifecycle.c, lock held) */
     NodeState *nodes;        /* per cluster node */
 
-    ServerJob **jobs; /* by id: jobs[id], NULL for ids never seen; [0] unused */
+    ServerJob **jobs; /* by id: jobs[id], NULL for ids not in memory; [0] unused */
     size_t jobs_cap;
     int64_t max_id;
+    /* The jobs in memory: every live one (pending, starting, running, stopping) and the
+     * ended ones inside the retention, in no order (j->resident is each one's index).
+     * Every walk over jobs is over these, so its work is bounded by what is live, not by
+     * everything ever submitted; an ended job past the retention is read from the store. */
+    ServerJob **resident;
+    size_t n_resident, resident_cap;
+    /* the ended jobs in memory, oldest end first (a queue: [ended_head, n_ended)) */
+    ServerJob **ended;
+    size_t ended_head, n_ended, ended_cap;
     Request *shapes; /* distinct request shapes seen, by shape id (SERVER_MAX_SHAPES) */
     size_t n_shapes;
     ServerJob **holding; /* jobs holding an allocation (starting, running, stopping) */
@@ -397,6 +410,21 @@ void server_node_shutdown(Server *s, uint32_t node, int64_t now_ms, Changes *ch)
 /* [lock] A worker of the job ended because its node shut down: the run is stopped and
  * requeued as above (the ends of a shutdown an earlier agent reported), not failed. */
 void server_job_node_shutdown(Server *s, ServerJob *j, uint32_t node, int64_t now_ms, Changes *ch);
+/* [lock] A job just ended (or was loaded ended): it leaves memory after the retention. */
+int server_job_note_ended(Server *s, ServerJob *j);
+/* [lock] Ended jobs past the retention (or past the count kept) leave memory. */
+void server_evict_ended(Server *s, int64_t now_ms);
+/* [lock] A job as the store has it, for one that left memory: its record in ret->st, its spec
+ * parsed and bound to the cluster as when it was loaded (lock held). 0, -ENOENT, or a
+ * negative errno; free with server_job_view_free. */
+int server_job_view(Server *s, StoreJob *rec, ServerJob **ret);
+void server_job_view_free(ServerJob *j);
+/* [lock] Job id, in memory or, once it left, as the store has it: called and returning with the
+ * lock held, which it lets go of while it reads the store. *view is set to what the
+ * caller frees with server_job_view_free when done (NULL for a job in memory). NULL when
+ * there is no such job, or (*err < 0) the store could not be read. */
+ServerJob *server_job_find(Server *s, int64_t id, ServerJob **view, int *err);
+
 /* [lock] The lifecycle's sink (lifecycle.c), set once the core is; a job's LifeJob, from
  * its durable record. */
 void server_life_init(Server *s);

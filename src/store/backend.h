@@ -13,6 +13,11 @@ typedef struct StoreOps {
     int (*ping)(Store *s);
     int (*write)(Store *s, StoreWrite *w, Buf *err);
     int (*jobs_load)(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg);
+    int (*jobs_load_live)(Store *s, int64_t ended_since_ms, int (*fn)(void *arg, StoreJob *j),
+                          void *arg);
+    int (*job_get)(Store *s, int64_t id, StoreJob *ret);
+    int (*jobs_page)(Store *s, const StoreJobQuery *q, int (*fn)(void *arg, StoreJob *j),
+                     void *arg);
     int (*events_for)(Store *s, int64_t job,
                       int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
                       void *arg);

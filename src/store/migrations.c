@@ -143,6 +143,9 @@ static const Migration steps[] = {
      "CREATE TABLE IF NOT EXISTS server_identity (id TEXT NOT NULL CHECK (length(id) = 32));"
      "INSERT INTO server_identity SELECT lower(hex(randomblob(16)))"
      " WHERE NOT EXISTS (SELECT 1 FROM server_identity);"},
+    /* a restarted server loads what is live and what ended inside its retention, not
+     * every job ever run */
+    {"jobs by end time", "CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_ms);"},
 };
 
 int migrations_latest(void)

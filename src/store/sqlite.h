@@ -41,6 +41,9 @@ enum {
 enum {
     RS_PING,
     RS_JOBS,
+    RS_JOBS_LIVE,
+    RS_JOB,
+    RS_JOBS_PAGE,
     RS_EVENTS,
     RS_USAGE,
     RS_TEAMS,
@@ -112,6 +115,11 @@ int sqlite_write_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_m
 int sqlite_write_spans_close_open(Store *s, size_t *ret_n);
 int sqlite_read_ping(Store *s);
 int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg);
+int sqlite_read_jobs_live(Store *s, int64_t ended_since_ms, int (*fn)(void *arg, StoreJob *j),
+                          void *arg);
+int sqlite_read_job(Store *s, int64_t id, StoreJob *ret);
+int sqlite_read_jobs_page(Store *s, const StoreJobQuery *q, int (*fn)(void *arg, StoreJob *j),
+                          void *arg);
 int sqlite_read_events(Store *s, int64_t job,
                        int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
                        void *arg);

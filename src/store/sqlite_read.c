@@ -14,6 +14,19 @@ const char *const sqlite_read_sql[RS_COUNT] = {
     [RS_JOBS] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
                 "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
                 "checkpoint_ms, placement_json, queue_key, user FROM jobs ORDER BY id",
+    /* the states past 3 are the ended ones (the server's JobState) */
+    [RS_JOBS_LIVE] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
+                     "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
+                     "checkpoint_ms, placement_json, queue_key, user FROM jobs "
+                     "WHERE state <= 3 OR end_ms >= ?1 ORDER BY id",
+    [RS_JOB] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
+               "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
+               "checkpoint_ms, placement_json, queue_key, user FROM jobs WHERE id = ?1",
+    [RS_JOBS_PAGE] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
+                     "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
+                     "checkpoint_ms, placement_json, queue_key, user FROM jobs "
+                     "WHERE id > ?1 AND (?2 >> state) & 1 AND (?3 IS NULL OR team = ?3) "
+                     "AND (?4 IS NULL OR project = ?4) ORDER BY id LIMIT ?5",
     [RS_EVENTS] = "SELECT t_ms, type, detail FROM events WHERE job = ? ORDER BY t_ms, id",
     [RS_USAGE] = "SELECT job, team, project, pool, model, tier, gpu_equivalents, "
                  "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2), node FROM usage "
@@ -106,6 +119,59 @@ int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg)
 {
     SqliteStore *db = sqlite_of(s);
     sqlite3_stmt *st = read_begin(db, RS_JOBS);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreJob j;
+        if ((r = row_job(st, &j)) == 0)
+            r = fn(arg, &j);
+    }
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_jobs_live(Store *s, int64_t ended_since_ms, int (*fn)(void *arg, StoreJob *j),
+                          void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_JOBS_LIVE);
+    sqlite3_bind_int64(st, 1, ended_since_ms);
+    int rc = SQLITE_DONE, r = 0;
+    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        StoreJob j;
+        if ((r = row_job(st, &j)) == 0)
+            r = fn(arg, &j);
+    }
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_job(Store *s, int64_t id, StoreJob *ret)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_JOB);
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st), r = -ENOENT;
+    if (rc == SQLITE_ROW)
+        r = row_job(st, ret);
+    return read_end(db, st, rc, r);
+}
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+int sqlite_read_jobs_page(Store *s, const StoreJobQuery *q, int (*fn)(void *arg, StoreJob *j),
+                          void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_JOBS_PAGE);
+    sqlite3_bind_int64(st, 1, q->after_id);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)q->states);
+    bind_text_or_null(st, 3, q->team);
+    bind_text_or_null(st, 4, q->project);
+    sqlite3_bind_int64(st, 5, q->limit);
     int rc = SQLITE_DONE, r = 0;
     while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreJob j;

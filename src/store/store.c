@@ -105,6 +105,22 @@ int store_jobs_load(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg)
     return s->ops->jobs_load(s, fn, arg);
 }
 
+int store_jobs_load_live(Store *s, int64_t ended_since_ms, int (*fn)(void *arg, StoreJob *j),
+                         void *arg)
+{
+    return s->ops->jobs_load_live(s, ended_since_ms, fn, arg);
+}
+
+int store_job_get(Store *s, int64_t id, StoreJob *ret)
+{
+    return s->ops->job_get(s, id, ret);
+}
+
+int store_jobs_page(Store *s, const StoreJobQuery *q, int (*fn)(void *arg, StoreJob *j), void *arg)
+{
+    return s->ops->jobs_page(s, q, fn, arg);
+}
+
 int store_events_for(Store *s, int64_t job,
                      int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
                      void *arg)

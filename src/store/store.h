@@ -125,6 +125,24 @@ int store_write(Store *s, StoreWrite *w, Buf *err);
  * return from fn stops the walk and is returned. */
 int store_jobs_load(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg);
 
+/* The same for the jobs that are not ended (states up to the server's stopping) and
+ * those that ended at ended_since_ms or later: what a server keeps in memory. */
+int store_jobs_load_live(Store *s, int64_t ended_since_ms, int (*fn)(void *arg, StoreJob *j),
+                         void *arg);
+/* One job into *ret (the caller frees it with store_job_free): 0, -ENOENT, -EIO, -ENOMEM. */
+int store_job_get(Store *s, int64_t id, StoreJob *ret);
+
+/* A page of jobs, in id order: those after after_id whose state is in the states mask
+ * (bit 1 << state), of the team and project when given, at most limit of them; fn as
+ * store_jobs_load's. */
+typedef struct StoreJobQuery {
+    int64_t after_id;
+    uint32_t states;
+    const char *team, *project; /* NULL: any */
+    int64_t limit;
+} StoreJobQuery;
+int store_jobs_page(Store *s, const StoreJobQuery *q, int (*fn)(void *arg, StoreJob *j), void *arg);
+
 /* The events of one job in time order; the strings are valid during the call. */
 int store_events_for(Store *s, int64_t job,
                      int (*fn)(void *arg, int64_t t_ms, const char *type, const char *detail),
