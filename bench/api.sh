@@ -6,7 +6,11 @@
 #      clients submitting one job per request for 10 s each round, three rounds on one
 #      growing queue (no agents: nothing starts, so the queue keeps every job);
 #   2. the store alone (bench_store): durable single-job writes from 8 threads;
-#   3. submit-to-start latency on an idle cluster: a fresh server and two agents with
+#   3. history: a fresh server, 8 clients submitting one job per request and cancelling
+#      it at once (one in 500 left pending), in rounds of 100,000 until HISTORY_JOBS
+#      (default 1,000,000) are stored: each round's submissions per second, the
+#      server's RSS, then GET of the live queue and of /metrics with that history;
+#   4. submit-to-start latency on an idle cluster: a fresh server and two agents with
 #      simulated GPUs; 100 one-GPU jobs one after another, after random pauses, each from its submission to
 #      the start of its worker process (the agent's report), as the server records them.
 set -eu
@@ -57,6 +61,20 @@ for n in h100-0 h100-1; do
 done
 sleep 1
 LAT=$("$BUILD/bench_api" latency "$URL" "$ADMIN" 100 search)
+kill $PIDS
+PIDS=""
+
+HISTORY_JOBS=${HISTORY_JOBS:-1000000}
+P=$(port)
+URL=http://127.0.0.1:$P
+mkdir -p "$TMP/c"
+"$BIN" server --config examples/cluster-demo.yaml --db "sqlite:$TMP/c/gpuorch.db" \
+    --listen "127.0.0.1:$P" >/dev/null 2>"$TMP/server-c.log" &
+SPID=$!
+PIDS="$PIDS $SPID"
+up "$URL"
+"$BUILD/bench_history" "$URL" "$(cat "$TMP/c/admin.token")" "$SPID" 8 "$HISTORY_JOBS" 100000 \
+    search >"$TMP/history.txt"
 
 {
     echo "## 5. The running system through its API"
@@ -75,6 +93,20 @@ LAT=$("$BUILD/bench_api" latency "$URL" "$ADMIN" 100 search)
     echo "Command: \`$BUILD/bench_api submit URL TOKEN 8 10 search\` (three times) against"
     echo "\`$BIN server --config examples/cluster-demo.yaml --db sqlite:DIR/gpuorch.db\`."
     echo "The store alone, \`$BUILD/bench_store 8 5000 DIR\`: $STORE"
+    echo
+    echo "As history grows (targets: the last round within 20% of the first, server RSS under"
+    echo "500 MB, the live queue and /metrics under 50 ms at p99): a fresh server, 8 clients"
+    echo "each submitting one job per request and cancelling it at once (both writes durable"
+    echo "before their replies), one job in 500 left pending, until $HISTORY_JOBS jobs are"
+    echo "stored; ended jobs leave the server's memory after the retention (300 s, at most"
+    echo "10,000 kept) and are read from the store when asked for:"
+    echo
+    echo '```'
+    cat "$TMP/history.txt"
+    echo '```'
+    echo
+    echo "Command: \`$BUILD/bench_history URL TOKEN PID 8 $HISTORY_JOBS 100000 search\` against a"
+    echo "fresh \`$BIN server --config examples/cluster-demo.yaml --db sqlite:DIR/gpuorch.db\`."
     echo
     echo "Submit-to-start latency on an idle cluster (target: p99 under one second): a server"
     echo "and two agents with simulated H100s (heartbeat every 500 ms, the default), 100"
