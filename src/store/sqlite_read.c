@@ -9,24 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* a job's columns in the order row_job reads them */
+#define JOB_SELECT                                                                                 \
+    "SELECT id, name, team, project, spec_json, owner, priority, state, run, preemptions, "        \
+    "submit_ms, start_ms, end_ms, exit_code, checkpoint, checkpoint_ms, placement_json, "          \
+    "queue_key, user FROM jobs"
+
 const char *const sqlite_read_sql[RS_COUNT] = {
     [RS_PING] = "SELECT max(version) FROM schema_version",
-    [RS_JOBS] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
-                "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
-                "checkpoint_ms, placement_json, queue_key, user FROM jobs ORDER BY id",
+    [RS_JOBS] = JOB_SELECT " ORDER BY id",
     /* the states past 3 are the ended ones (the server's JobState) */
-    [RS_JOBS_LIVE] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
-                     "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
-                     "checkpoint_ms, placement_json, queue_key, user FROM jobs "
-                     "WHERE state <= 3 OR end_ms >= ?1 ORDER BY id",
-    [RS_JOB] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
-               "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
-               "checkpoint_ms, placement_json, queue_key, user FROM jobs WHERE id = ?1",
-    [RS_JOBS_PAGE] = "SELECT id, name, team, project, spec_json, owner, priority, state, run, "
-                     "preemptions, submit_ms, start_ms, end_ms, exit_code, checkpoint, "
-                     "checkpoint_ms, placement_json, queue_key, user FROM jobs "
-                     "WHERE id > ?1 AND (?2 >> state) & 1 AND (?3 IS NULL OR team = ?3) "
-                     "AND (?4 IS NULL OR project = ?4) ORDER BY id LIMIT ?5",
+    [RS_JOBS_LIVE] = JOB_SELECT " WHERE state <= 3 OR end_ms >= ?1 ORDER BY id",
+    [RS_JOB] = JOB_SELECT " WHERE id = ?1",
+    [RS_JOBS_PAGE] = JOB_SELECT " WHERE id > ?1 AND (?2 >> state) & 1"
+                                " AND (?3 IS NULL OR team = ?3) AND (?4 IS NULL OR project = ?4)"
+                                " ORDER BY id LIMIT ?5",
     [RS_EVENTS] = "SELECT t_ms, type, detail FROM events WHERE job = ? ORDER BY t_ms, id",
     [RS_USAGE] = "SELECT job, team, project, pool, model, tier, gpu_equivalents, "
                  "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2), node FROM usage "
@@ -115,10 +112,10 @@ static int row_job(sqlite3_stmt *st, StoreJob *j)
     return 0;
 }
 
-int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg)
+/* Step a jobs statement, bound, to its end: each row to fn; then read_end. */
+static int step_jobs(SqliteStore *db, sqlite3_stmt *st, int (*fn)(void *arg, StoreJob *j),
+                     void *arg)
 {
-    SqliteStore *db = sqlite_of(s);
-    sqlite3_stmt *st = read_begin(db, RS_JOBS);
     int rc = SQLITE_DONE, r = 0;
     while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         StoreJob j;
@@ -128,19 +125,20 @@ int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg)
     return read_end(db, st, rc, r);
 }
 
+int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_JOBS);
+    return step_jobs(db, st, fn, arg);
+}
+
 int sqlite_read_jobs_live(Store *s, int64_t ended_since_ms, int (*fn)(void *arg, StoreJob *j),
                           void *arg)
 {
     SqliteStore *db = sqlite_of(s);
     sqlite3_stmt *st = read_begin(db, RS_JOBS_LIVE);
     sqlite3_bind_int64(st, 1, ended_since_ms);
-    int rc = SQLITE_DONE, r = 0;
-    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        StoreJob j;
-        if ((r = row_job(st, &j)) == 0)
-            r = fn(arg, &j);
-    }
-    return read_end(db, st, rc, r);
+    return step_jobs(db, st, fn, arg);
 }
 
 int sqlite_read_job(Store *s, int64_t id, StoreJob *ret)
@@ -172,13 +170,7 @@ int sqlite_read_jobs_page(Store *s, const StoreJobQuery *q, int (*fn)(void *arg,
     bind_text_or_null(st, 3, q->team);
     bind_text_or_null(st, 4, q->project);
     sqlite3_bind_int64(st, 5, q->limit);
-    int rc = SQLITE_DONE, r = 0;
-    while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        StoreJob j;
-        if ((r = row_job(st, &j)) == 0)
-            r = fn(arg, &j);
-    }
-    return read_end(db, st, rc, r);
+    return step_jobs(db, st, fn, arg);
 }
 
 int sqlite_read_events(Store *s, int64_t job,
