@@ -312,6 +312,23 @@ static int job_bind_core(Server *s, ServerJob *j, Buf *err)
     return 0;
 }
 
+/* j->spec from its stored form (st.spec_json): 0, -ENOMEM, or -EINVAL with why said. */
+static int parse_stored_spec(ServerJob *j, Buf *why)
+{
+    JobList jl = {0};
+    const char *text = j->st.spec_json ? j->st.spec_json : "";
+    int r = spec_parse_jobs_yaml(text, strlen(text), "stored job", &jl, why);
+    if (r == 0 && jl.n == 1) {
+        job_spec_free(&j->spec);
+        j->spec = jl.jobs[0];
+        jl.n = 0;
+    } else if (r == 0) {
+        r = -EINVAL;
+    }
+    job_list_free(&jl);
+    return r;
+}
+
 int server_job_view(Server *s, StoreJob *rec, ServerJob **ret)
 {
     ServerJob *j = calloc(1, sizeof(*j));
@@ -321,20 +338,13 @@ int server_job_view(Server *s, StoreJob *rec, ServerJob **ret)
     }
     j->st = *rec;
     job_spec_init(&j->spec);
-    JobList jl = {0};
     Buf why = {0};
-    const char *text = j->st.spec_json ? j->st.spec_json : "";
-    int r = spec_parse_jobs_json(text, strlen(text), "stored job", &jl, &why);
-    if (r == 0 && jl.n == 1) {
-        j->spec = jl.jobs[0];
-        jl.n = 0;
-        /* what it asked, as it was bound when it was live (a cluster changed since may
-         * not hold it: then it shows none) */
-        Request req;
-        if (request_from_job(s->c, &j->spec, &req, &why) == 0)
-            j->gpu_equivalents = ask_equivalents(s->c, &req);
-    }
-    job_list_free(&jl);
+    int r = parse_stored_spec(j, &why);
+    /* what it asked, as it was bound when it was live (a cluster changed since may not
+     * hold it: then it shows none) */
+    Request req;
+    if (r == 0 && request_from_job(s->c, &j->spec, &req, &why) == 0)
+        j->gpu_equivalents = ask_equivalents(s->c, &req);
     buf_free(&why);
     j->sj.id = (uint32_t)j->st.id;
     server_job_life_init(j);
@@ -365,7 +375,7 @@ ServerJob *server_job_find(Server *s, int64_t id, ServerJob **view, int *err)
     if (r == -ENOENT)
         return NULL;
     if (r == 0 && (j = server_job(s, id))) {
-        store_job_free(&rec); /* it came back meanwhile (never, once ended) */
+        store_job_free(&rec); /* a submission put in memory while the store was read */
         return j;
     }
     if (r == 0 && !job_state_ended(rec.state)) {
@@ -461,18 +471,10 @@ static int load_job(void *arg, StoreJob *sjob)
     }
     j->st = *sjob;
     job_spec_init(&j->spec);
-    JobList jl = {0};
     Buf why = {0};
-    int r = spec_parse_jobs_yaml(j->st.spec_json, strlen(j->st.spec_json), "stored job", &jl, &why);
-    if (r == 0 && jl.n == 1) {
-        job_spec_free(&j->spec);
-        j->spec = jl.jobs[0];
-        jl.n = 0;
+    int r = parse_stored_spec(j, &why);
+    if (r == 0)
         r = job_bind_core(s, j, &why);
-    } else if (r == 0) {
-        r = -EINVAL;
-    }
-    job_list_free(&jl);
     if (r == -ENOMEM) {
         buf_free(&why);
         server_job_free(j);
