@@ -6,7 +6,6 @@
 #include "kube/engine_int.h"
 
 #include "core/mig.h"
-#include "server/nodespan.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -152,9 +151,8 @@ void knodes_check_mig(KubeEngine *e, int64_t mono_ms)
 void knodes_open(KubeEngine *e)
 {
     int64_t now = server_now_ms();
-    /* thousands of nodes become ready at once: their capacity spans in one write */
-    nodespan_batch_begin(e->s);
+    /* thousands of nodes become ready at once: the scheduler thread writes their
+     * capacity spans in one write (nodespan_flush) */
     for (size_t i = 0; i < e->n_nodes; i++)
         server_node_ready(e->s, (uint32_t)i, away_of(&e->nodes[i]), now);
-    nodespan_batch_end(e->s, now);
 }

@@ -608,7 +608,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         fold_unreported(s, (uint32_t)idx, now, &ch);
     if (!shutdown || intr.deadline_ms) /* a notice cleared does not reopen a node going down */
         fold_interruption(s, (uint32_t)idx, &intr, now, &ch);
-    int r = server_commit(s, &ch);
+    int r = server_commit_released(s, &ch);
     changes_free(&ch);
     if (r < 0) {
         pthread_mutex_unlock(&s->lock);

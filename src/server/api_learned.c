@@ -118,26 +118,26 @@ void api_learned_reset(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     json_t *was = entry_json(s, cls, e->peak_mib, e->ooms);
-    /* durable before memory forgets: a restart must not bring the class back */
-    const char *key = cls;
-    StoreWrite w = {.forget = &key, .n_forget = 1};
-    Buf err = {0};
-    int r = was ? store_write(s->store, &w, &err) : -ENOMEM;
-    if (r < 0) {
+    if (!was) {
         pthread_mutex_unlock(&s->lock);
-        log_error("event=learned_reset_failed class=\"%s\" error=\"%s\"", cls, buf_str(&err));
-        buf_free(&err);
-        json_decref(was);
-        http_reply_error(rp, 500, "the store failed; the class was not reset");
+        http_reply_error(rp, 500, "out of memory");
         return;
     }
-    buf_free(&err);
+    /* memory forgets and the store with it, in one write with the resized jobs: no one
+     * is told of the reset before it is durable (a restart must not bring it back) */
     learn_forget(&s->learn, cls);
     Changes ch = {0};
+    changes_forget(&ch, cls);
     int resized = resize_waiting(s, cls, by, &ch);
-    if (server_commit(s, &ch) < 0 && resized >= 0)
-        resized = -EIO;
+    int r = server_commit_released(s, &ch);
     changes_free(&ch);
+    if (r < 0) {
+        pthread_mutex_unlock(&s->lock);
+        log_error("event=learned_reset_failed class=\"%s\" error=%d", cls, r);
+        json_decref(was);
+        http_reply_error(rp, 500, "the store failed; the class may not have been reset");
+        return;
+    }
     server_kick(s);
     pthread_mutex_unlock(&s->lock);
     log_info("event=learned_reset class=\"%s\" by=\"%s\" peak_mib=%lld ooms=%lld resized=%d", cls,

@@ -1,13 +1,15 @@
 /* commit.c: what a step changed (Changes) and its durable write. A step lists its
  * changes under Server.lock; a change it cannot list fails the whole (Changes.err), so
- * the store never gets a change with entries missing. server_commit writes them with
- * the lock held (requests, heartbeats, the engine). The scheduler's cycle, which can
- * change thousands of jobs, writes them with the lock released: server_commit_begin
- * copies what the write needs into a CommitBatch (the jobs' rows may change under it
- * once the lock is free), and until server_commit_finish has written it, the model is
- * ahead of the store. Readers that tell anyone what they see take the lock through
- * server_lock, which waits for that write, so nothing is told before it is durable;
- * the requests that only queue work do not wait for another's fsync.
+ * the store never gets a change with entries missing. The writes are made with the lock
+ * released (the fsync): server_commit_begin copies what the write needs into a
+ * CommitBatch (the jobs' rows may change under it once the lock is free), and until
+ * server_commit_finish has written it, the model is ahead of the store. Readers that tell
+ * anyone what they see take the lock through server_lock, which waits for that write, so
+ * nothing is told before it is durable; the requests that only queue work do not wait
+ * for another's fsync. The scheduler's cycle and the requests' changes
+ * (server_commit_released) write so; server_commit, with the lock held, is left to a
+ * writer that waits for readers (no reader waits for more than one write) and to the
+ * Kubernetes engine's threads.
  *
  * Server.commit_lock is held across every write, taken with the lock held, so that
  * the writes reach the store in the order their changes were made: a cancel of a job
@@ -97,9 +99,21 @@ void changes_mig(Changes *ch, const char *node, unsigned index, char *layout_jso
     ch->mig[ch->n_mig++] = (ChangeMig){.node = node, .index = index, .layout_json = layout_json};
 }
 
+void changes_forget(Changes *ch, const char *cls)
+{
+    char *copy = strdup(cls);
+    if (!copy || GROW(ch->forget, ch->forget_cap, ch->n_forget + 1) < 0) {
+        free(copy);
+        changes_fail(ch, -ENOMEM);
+        return;
+    }
+    ch->forget[ch->n_forget++] = copy;
+}
+
 static bool changes_empty(const Changes *ch)
 {
-    return !ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned && !ch->n_mig && !ch->err;
+    return !ch->n_jobs && !ch->n_events && !ch->n_usage && !ch->n_learned && !ch->n_mig &&
+           !ch->n_forget && !ch->err;
 }
 
 static void changes_clear(Changes *ch)
@@ -110,7 +124,10 @@ static void changes_clear(Changes *ch)
         free(ch->strs[i]);
     for (size_t i = 0; i < ch->n_mig; i++)
         free(ch->mig[i].layout_json);
+    for (size_t i = 0; i < ch->n_forget; i++)
+        free(ch->forget[i]);
     ch->n_jobs = ch->n_events = ch->n_usage = ch->n_learned = ch->n_strs = ch->n_mig = 0;
+    ch->n_forget = 0;
     ch->err = 0;
 }
 
@@ -123,6 +140,7 @@ void changes_free(Changes *ch)
     free(ch->learned);
     free(ch->strs);
     free(ch->mig);
+    free(ch->forget);
     *ch = (Changes){0};
 }
 
@@ -164,7 +182,9 @@ int server_commit(Server *s, Changes *ch)
                         .usage = ch->usage,
                         .n_usage = ch->n_usage,
                         .learned = ch->learned,
-                        .n_learned = ch->n_learned};
+                        .n_learned = ch->n_learned,
+                        .forget = (const char *const *)ch->forget,
+                        .n_forget = ch->n_forget};
         pthread_mutex_lock(&s->commit_lock);
         r = write_all(s, ch->mig, ch->n_mig, &w, &err);
         pthread_mutex_unlock(&s->commit_lock);
@@ -191,6 +211,9 @@ static void batch_free(CommitBatch *b)
         free(b->strs[i]);
     for (size_t i = 0; i < b->n_mig; i++)
         free(b->mig[i].layout_json);
+    for (size_t i = 0; i < b->n_forget; i++)
+        free(b->forget[i]);
+    free(b->forget);
     free(b->rows);
     free(b->up);
     free(b->events);
@@ -250,11 +273,13 @@ static int batch_take(CommitBatch *b, Changes *ch)
     for (size_t i = 0; i < ch->n_learned; i++)
         if (!batch_str(b, &ch->learned[i].cls))
             return -ENOMEM;
-    if (GROW(b->strs, b->strs_cap, b->n_strs + ch->n_strs) < 0)
-        return -ENOMEM;
-    memcpy(b->strs + b->n_strs, ch->strs, ch->n_strs * sizeof(*ch->strs));
-    b->n_strs += ch->n_strs;
-    ch->n_strs = 0;
+    if (ch->n_strs) {
+        if (GROW(b->strs, b->strs_cap, b->n_strs + ch->n_strs) < 0)
+            return -ENOMEM;
+        memcpy(b->strs + b->n_strs, ch->strs, ch->n_strs * sizeof(*ch->strs));
+        b->n_strs += ch->n_strs;
+        ch->n_strs = 0;
+    }
     b->events = TAKE_PTR(ch->events);
     b->n_events = ch->n_events;
     ch->n_events = ch->events_cap = 0;
@@ -264,6 +289,9 @@ static int batch_take(CommitBatch *b, Changes *ch)
     b->mig = TAKE_PTR(ch->mig);
     b->n_mig = ch->n_mig;
     ch->n_mig = ch->mig_cap = 0;
+    b->forget = TAKE_PTR(ch->forget);
+    b->n_forget = ch->n_forget;
+    ch->n_forget = ch->forget_cap = 0;
     return 0;
 }
 
@@ -284,9 +312,19 @@ int server_commit_begin(Server *s, Changes *ch, CommitBatch *b)
         return r;
     }
     pthread_mutex_lock(&s->commit_lock);
-    s->committing = true;
+    s->committing++;
     b->pending = true;
     return 0;
+}
+
+/* [lock] Wait until nothing is being written out of the lock. */
+static void wait_durable(Server *s)
+{
+    while (s->committing) {
+        s->durable_waiters++;
+        pthread_cond_wait(&s->durable, &s->lock);
+        s->durable_waiters--;
+    }
 }
 
 int server_commit_finish(Server *s, CommitBatch *b)
@@ -301,7 +339,9 @@ int server_commit_finish(Server *s, CommitBatch *b)
                         .usage = b->usage,
                         .n_usage = b->n_usage,
                         .learned = b->learned,
-                        .n_learned = b->n_learned};
+                        .n_learned = b->n_learned,
+                        .forget = (const char *const *)b->forget,
+                        .n_forget = b->n_forget};
         r = write_all(s, b->mig, b->n_mig, &w, &err);
         pthread_mutex_unlock(&s->commit_lock);
     }
@@ -309,21 +349,49 @@ int server_commit_finish(Server *s, CommitBatch *b)
     if (b->pending && r < 0) {
         /* the readers stay asleep: the caller's top level ends the process */
         write_failed(s, b->n_rows, r, &err);
-    } else if (b->pending) {
-        s->committing = false;
+    } else if (b->pending && --s->committing == 0) {
         pthread_cond_broadcast(&s->durable);
     }
+    if (r == 0)
+        wait_durable(s); /* another's write began while this one was made */
     buf_free(&err);
     batch_free(b);
     return r < 0 ? r : 0;
 }
 
+int server_commit_released(Server *s, Changes *ch)
+{
+    if (s->durable_waiters)
+        return server_commit(s, ch);
+    CommitBatch b;
+    int r = server_commit_begin(s, ch, &b);
+    if (r < 0 || !b.pending)
+        return r; /* diverged (the lock stays held), or nothing to write */
+    pthread_mutex_unlock(&s->lock);
+    return server_commit_finish(s, &b);
+}
+
+int server_write_released(Server *s, int (*write)(Store *st, void *arg), void *arg)
+{
+    bool release = !s->durable_waiters;
+    pthread_mutex_lock(&s->commit_lock);
+    if (release) {
+        s->committing++;
+        pthread_mutex_unlock(&s->lock);
+    }
+    int r = write(s->store, arg);
+    pthread_mutex_unlock(&s->commit_lock);
+    if (release) {
+        pthread_mutex_lock(&s->lock);
+        if (--s->committing == 0)
+            pthread_cond_broadcast(&s->durable);
+        wait_durable(s);
+    }
+    return r;
+}
+
 void server_lock(Server *s)
 {
     pthread_mutex_lock(&s->lock);
-    while (s->committing) {
-        s->durable_waiters++;
-        pthread_cond_wait(&s->durable, &s->lock);
-        s->durable_waiters--;
-    }
+    wait_durable(s);
 }

@@ -419,7 +419,7 @@ int server_check_nodes(Server *s, int64_t now_ms)
         }
         node_lost(s, (uint32_t)i, now_ms, &ch);
     }
-    int r = server_commit(s, &ch);
+    int r = server_commit_released(s, &ch);
     changes_free(&ch);
     return r;
 }

@@ -198,6 +198,17 @@ void metering_cycle(Server *s, int64_t now_ms)
                            s->c->teams[t].budget_gpu_hours);
 }
 
+typedef struct BudgetRow {
+    const char *team;
+    double gpu_hours;
+} BudgetRow;
+
+static int write_budget(Store *st, void *arg)
+{
+    const BudgetRow *b = arg;
+    return store_team_budget_set(st, b->team, b->gpu_hours);
+}
+
 int metering_set_budget(Server *s, const char *team, double budget_gpu_hours, Buf *err)
 {
     server_lock(s);
@@ -209,7 +220,7 @@ int metering_set_budget(Server *s, const char *team, double budget_gpu_hours, Bu
     } else if (!(budget_gpu_hours >= 0) || !isfinite(budget_gpu_hours) || budget_gpu_hours > 1e12) {
         buf_printf(err, "a budget is a number of GPU-hours from 0 (none) to 1e12");
         status = 400;
-    } else if (store_team_budget_set(s->store, team, budget_gpu_hours) < 0) {
+    } else if (server_write_released(s, write_budget, &(BudgetRow){team, budget_gpu_hours}) < 0) {
         buf_printf(err, "the store failed; the change was not saved");
         status = 500;
     } else {

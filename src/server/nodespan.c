@@ -54,91 +54,99 @@ static void span_counted(Server *s, uint32_t node, const StoreNodeSpan *sp, int6
              (long long)sp->start_ms);
 }
 
-static void span_open(Server *s, uint32_t node, const char *basis, int64_t now_ms)
-{
-    if (s->span_batch) {
-        if (!s->nodes[node].span_queued &&
-            GROW(s->span_batched, s->span_batched_cap, s->n_span_batched + 1) == 0) {
-            s->span_batched[s->n_span_batched++] = node;
-            s->nodes[node].span_queued = true;
-        }
-        return;
-    }
-    StoreNodeSpan sp = span_of(s, node, basis, now_ms);
-    int64_t id = 0;
-    int r = store_node_span_open(s->store, &sp, &id);
-    if (r < 0) {
-        log_error("event=store_write_failed what=node_span node=%s error=%d", sp.node, r);
-        return;
-    }
-    span_counted(s, node, &sp, id);
-}
-
-void nodespan_batch_begin(Server *s)
-{
-    s->span_batch = true;
-}
-
-void nodespan_batch_end(Server *s, int64_t now_ms)
-{
-    s->span_batch = false;
-    now_ms = MAX(now_ms, server_now_ms());
-    size_t n = 0;
-    StoreNodeSpan *sp = calloc(s->n_span_batched ? s->n_span_batched : 1, sizeof(*sp));
-    uint32_t *nodes = calloc(s->n_span_batched ? s->n_span_batched : 1, sizeof(*nodes));
-    int64_t *ids = calloc(s->n_span_batched ? s->n_span_batched : 1, sizeof(*ids));
-    for (size_t i = 0; sp && nodes && ids && i < s->n_span_batched; i++) {
-        uint32_t node = s->span_batched[i];
-        s->nodes[node].span_queued = false;
-        const char *basis = nodespan_basis(s, node); /* it may have changed since */
-        if (basis && !s->nodes[node].span_id) {
-            nodes[n] = node;
-            sp[n++] = span_of(s, node, basis, now_ms);
-        }
-    }
-    int r = sp && nodes && ids ? store_node_spans_open(s->store, sp, n, ids) : -ENOMEM;
-    if (r < 0)
-        log_error("event=store_write_failed what=node_spans nodes=%zu error=%d", n, r);
-    for (size_t i = 0; r == 0 && i < n; i++)
-        span_counted(s, nodes[i], &sp[i], ids[i]);
-    /* on a failure the tick opens them one by one */
-    for (size_t i = 0; i < s->n_span_batched; i++)
-        s->nodes[s->span_batched[i]].span_queued = false;
-    s->n_span_batched = 0;
-    free(sp);
-    free(nodes);
-    free(ids);
-}
-
-static void span_close(Server *s, uint32_t node, int64_t now_ms)
-{
-    NodeState *ns = &s->nodes[node];
-    int64_t id = ns->span_id;
-    int r = store_node_spans_end(s->store, &id, 1, now_ms, true);
-    if (r < 0) {
-        /* kept: the store would show it still going, so the next tick closes it */
-        log_error("event=store_write_failed what=node_span node=%s span=%lld error=%d",
-                  s->c->nodes[node].name, (long long)id, r);
-        return;
-    }
-    ns->span_id = 0;
-    log_info("event=node_uncounted node=%s span=%lld until_ms=%lld", s->c->nodes[node].name,
-             (long long)id, (long long)now_ms);
-}
-
 void nodespan_update(Server *s, uint32_t node, int64_t now_ms)
 {
-    if (!s->store || !s->nodes)
+    (void)now_ms; /* an edge is the moment it is written (nodespan_flush) */
+    if (!s->store || !s->nodes || s->nodes[node].span_queued)
         return;
-    /* a span's edges are the moments they become durable, never earlier (a caller's
-     * now_ms may be from before it waited for the lock): a report of a window that has
-     * ended then never changes when a late edge is written into it */
-    now_ms = MAX(now_ms, server_now_ms());
-    const char *basis = nodespan_basis(s, node);
-    if (basis && !s->nodes[node].span_id)
-        span_open(s, node, basis, now_ms);
-    else if (!basis && s->nodes[node].span_id)
-        span_close(s, node, now_ms);
+    if (!nodespan_basis(s, node) == !s->nodes[node].span_id)
+        return; /* counted as it should be */
+    if (GROW(s->span_batched, s->span_batched_cap, s->n_span_batched + 1) < 0)
+        return; /* the tick looks at every node again */
+    s->span_batched[s->n_span_batched++] = node;
+    s->nodes[node].span_queued = true;
+    server_kick(s);
+}
+
+/* What one flush writes: the spans to open and the ids to close. */
+typedef struct SpanWrite {
+    StoreNodeSpan *open;
+    uint32_t *open_nodes;
+    int64_t *open_ids;
+    size_t n_open;
+    int64_t *close;
+    uint32_t *close_nodes;
+    size_t n_close;
+    int64_t now_ms;
+    int r_open, r_close;
+} SpanWrite;
+
+static int write_spans(Store *st, void *arg)
+{
+    SpanWrite *w = arg;
+    w->r_open = w->n_open ? store_node_spans_open(st, w->open, w->n_open, w->open_ids) : 0;
+    w->r_close = w->n_close ? store_node_spans_end(st, w->close, w->n_close, w->now_ms, true) : 0;
+    return w->r_open < 0 ? w->r_open : w->r_close;
+}
+
+void nodespan_flush(Server *s)
+{
+    size_t n = s->n_span_batched;
+    if (!n)
+        return;
+    SpanWrite w = {.open = calloc(n, sizeof(*w.open)),
+                   .open_nodes = calloc(n, sizeof(*w.open_nodes)),
+                   .open_ids = calloc(n, sizeof(*w.open_ids)),
+                   .close = calloc(n, sizeof(*w.close)),
+                   .close_nodes = calloc(n, sizeof(*w.close_nodes)),
+                   /* a span's edges are the moments they become durable, never earlier:
+                    * a report of a window that has ended then never changes when a late
+                    * edge is written into it */
+                   .now_ms = server_now_ms()};
+    bool oom = !w.open || !w.open_nodes || !w.open_ids || !w.close || !w.close_nodes;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t node = s->span_batched[i];
+        s->nodes[node].span_queued = false;
+        const char *basis = nodespan_basis(s, node);
+        if (oom)
+            continue;
+        if (basis && !s->nodes[node].span_id) {
+            w.open_nodes[w.n_open] = node;
+            w.open[w.n_open++] = span_of(s, node, basis, w.now_ms);
+        } else if (!basis && s->nodes[node].span_id) {
+            w.close_nodes[w.n_close] = node;
+            w.close[w.n_close++] = s->nodes[node].span_id;
+        }
+    }
+    s->n_span_batched = 0;
+    if (oom) {
+        log_error("event=node_spans_skipped reason=out_of_memory");
+    } else if (w.n_open || w.n_close) {
+        /* written with the lock released; only this thread opens and closes spans, so
+         * what it listed is still its to record (a node that changed meanwhile is queued
+         * again and set right by the next flush) */
+        server_write_released(s, write_spans, &w);
+        if (w.r_open < 0)
+            log_error("event=store_write_failed what=node_spans nodes=%zu error=%d", w.n_open,
+                      w.r_open);
+        for (size_t i = 0; w.r_open == 0 && i < w.n_open; i++)
+            span_counted(s, w.open_nodes[i], &w.open[i], w.open_ids[i]);
+        if (w.r_close < 0)
+            log_error("event=store_write_failed what=node_spans closing=%zu error=%d", w.n_close,
+                      w.r_close);
+        for (size_t i = 0; w.r_close == 0 && i < w.n_close; i++) {
+            /* kept on a failure: the store would show it still going, so the tick closes it */
+            s->nodes[w.close_nodes[i]].span_id = 0;
+            log_info("event=node_uncounted node=%s span=%lld until_ms=%lld",
+                     s->c->nodes[w.close_nodes[i]].name, (long long)w.close[i],
+                     (long long)w.now_ms);
+        }
+    }
+    free(w.open);
+    free(w.open_nodes);
+    free(w.open_ids);
+    free(w.close);
+    free(w.close_nodes);
 }
 
 int nodespan_start(Server *s, Buf *err)
@@ -173,6 +181,19 @@ static int64_t *open_ids(Server *s, size_t *ret_n)
     return ids;
 }
 
+typedef struct SpanEnds {
+    int64_t *ids;
+    size_t n;
+    int64_t now_ms;
+} SpanEnds;
+
+/* Moving an open span's end forward: a span closed meanwhile is left as it is (store.h). */
+static int write_ends(Store *st, void *arg)
+{
+    const SpanEnds *e = arg;
+    return store_node_spans_end(st, e->ids, e->n, e->now_ms, false);
+}
+
 void nodespan_tick(Server *s, int64_t now_ms)
 {
     int64_t mono = server_mono_ms();
@@ -181,12 +202,13 @@ void nodespan_tick(Server *s, int64_t now_ms)
     s->span_tick_mono_ms = mono;
     for (size_t i = 0; i < s->c->n_nodes; i++)
         nodespan_update(s, (uint32_t)i, now_ms);
-    size_t n;
-    int64_t *ids = open_ids(s, &n);
-    int r = store_node_spans_end(s->store, ids, n, now_ms, false);
+    nodespan_flush(s);
+    SpanEnds e = {.now_ms = now_ms};
+    e.ids = open_ids(s, &e.n);
+    int r = e.n ? server_write_released(s, write_ends, &e) : 0;
     if (r < 0)
-        log_error("event=store_write_failed what=node_spans open=%zu error=%d", n, r);
-    free(ids);
+        log_error("event=store_write_failed what=node_spans open=%zu error=%d", e.n, r);
+    free(e.ids);
 }
 
 void nodespan_stop(Server *s, int64_t now_ms)

@@ -9,13 +9,16 @@
  * on-demand or spot node counts while ready, as the server knows of it only through its
  * agent. A node that never registered (and was never asked for) counts nothing.
  *
- * Durability: a span is in the store before the call that opens it returns (and so
- * before the heartbeat that made the node ready is answered). While open, its end is
+ * Durability: a change of a node's liveness or presence queues the node; the scheduler
+ * thread writes the queued nodes' spans in one write with the lock released
+ * (nodespan_flush), before its next cycle, so that no request holds the lock across that
+ * write and every allocation on a node begins inside its span. While open, its end is
  * moved forward every NODESPAN_TICK_MS; a server that is killed loses at most that much
  * of each span, and the next one closes what it left open where it reached, so the time
  * the server was down never counts. A clean stop closes every span at its moment.
  *
- * All with s->lock held; store failures are logged and tried again at the next tick. */
+ * All with s->lock held ([lock]); store failures are logged and tried again at the next
+ * tick. */
 #pragma once
 
 #include "server/state.h"
@@ -29,12 +32,12 @@
 /* At startup, before any agent reports: close the spans the last server left open. 0 or
  * a negative errno (the store failed) with err set. */
 int nodespan_start(Server *s, Buf *err);
-/* The node's liveness or presence changed: open or close its span at now_ms (wall). */
+/* The node's liveness or presence changed: queue it, when its span must open or close,
+ * and wake the scheduler thread (now_ms is unused: an edge is the moment it is written). */
 void nodespan_update(Server *s, uint32_t node, int64_t now_ms);
-/* Nodes whose spans open between these two go to the store in one durable write at the
- * end (at its now_ms), not one each: an engine making thousands of nodes ready at once. */
-void nodespan_batch_begin(Server *s);
-void nodespan_batch_end(Server *s, int64_t now_ms);
+/* The scheduler thread: open and close the queued nodes' spans, at the moment of the
+ * write, in one write made with the lock released (server_write_released). */
+void nodespan_flush(Server *s);
 /* Called from the scheduler loop: every NODESPAN_TICK_MS, check every node against the
  * rule and move the open spans' ends to now_ms. */
 void nodespan_tick(Server *s, int64_t now_ms);

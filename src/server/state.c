@@ -993,7 +993,7 @@ int server_cancel(Server *s, const Caller *who, int64_t id, Buf *err)
         int64_t now = server_now_ms();
         server_job_stop(s, j, LIFE_STOP_CANCEL, false, now, &ch);
         changes_event(&ch, j, now, "cancel", NULL);
-        if (server_commit(s, &ch) < 0) {
+        if (server_commit_released(s, &ch) < 0) {
             buf_printf(err, "the store failed; the cancellation may not have been saved");
             status = 500;
         }
@@ -1056,7 +1056,7 @@ int server_set_priority(Server *s, const Caller *who, int64_t id, Priority p, Bu
         } else {
             changes_job(&ch, j);
             changes_event(&ch, j, now, "priority", detail);
-            if (server_commit(s, &ch) < 0) {
+            if (server_commit_released(s, &ch) < 0) {
                 buf_printf(err, "the store failed; the priority change may not have been saved");
                 status = 500;
             }
@@ -1123,7 +1123,7 @@ int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool a
             snprintf(detail, sizeof(detail), "%s job %lld", after ? "after" : "before",
                      (long long)anchor);
             changes_event(&ch, j, server_now_ms(), "move", detail);
-            if (server_commit(s, &ch) < 0) {
+            if (server_commit_released(s, &ch) < 0) {
                 buf_printf(err, "the store failed; the move may not have been saved");
                 status = 500;
             }
@@ -1136,6 +1136,17 @@ int server_move(Server *s, const Caller *who, int64_t id, int64_t anchor, bool a
     server_job_view_free(vj);
     server_job_view_free(va);
     return status;
+}
+
+typedef struct TeamRow {
+    const char *team;
+    double g, b, w;
+} TeamRow;
+
+static int write_team(Store *st, void *arg)
+{
+    const TeamRow *t = arg;
+    return store_team_set(st, t->team, t->g, t->b, t->w);
 }
 
 int server_team_set(Server *s, const char *team, const double *guaranteed_gpus,
@@ -1159,10 +1170,11 @@ int server_team_set(Server *s, const char *team, const double *guaranteed_gpus,
     } else if (b < g) {
         buf_printf(err, "burst_gpus (%g) may not be below guaranteed_gpus (%g)", b, g);
         status = 400;
-    } else if (store_team_set(s->store, team, g, b, w) < 0) {
+    } else if (server_write_released(s, write_team, &(TeamRow){team, g, b, w}) < 0) {
         buf_printf(err, "the store failed; the change was not saved");
         status = 500;
     } else {
+        tm = &s->c->teams[t];
         tm->guaranteed_gpus = g;
         tm->burst_gpus = b;
         tm->weight = w;
@@ -1354,6 +1366,7 @@ static void *sched_main(void *arg)
         server_check_nodes(s, now);
         stop_if_diverged(s);
         server_evict_ended(s, now);
+        nodespan_flush(s); /* before the cycle places work on a node that just came */
         nodespan_tick(s, now);
         utilization_sample(s, now);
         if ((s->dirty && mono - last_cycle >= gap) || mono >= next_cycle) {

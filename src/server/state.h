@@ -115,7 +115,7 @@ typedef struct NodeState {
     char *mismatch;  /* mismatched: how its GPUs differ from the spec (nodecheck.h) */
     int64_t interruption_deadline_ms; /* its cloud takes it back then (wall ms); 0: no notice */
     int64_t span_id;      /* its open span of counted capacity in the store (nodespan.h), 0: none */
-    bool span_queued;     /* its span opens at the end of the batch under way (nodespan.h) */
+    bool span_queued;     /* its span opens or closes at the next flush (nodespan.h) */
     int64_t lost_mono_ms; /* lost: when it was declared so (monotonic) */
     bool gave_up;         /* lost past the grace: its jobs were requeued */
 } NodeState;
@@ -171,9 +171,10 @@ typedef struct Server {
     /* held across every write of a Changes (commit.c), taken after lock: the writes go
      * to the store in the order the changes were made, one of them out of the lock */
     pthread_mutex_t commit_lock;
-    pthread_cond_t durable;   /* with lock: `committing` went false */
-    bool committing;          /* the model holds a cycle's changes being written, lock
-                               * released: server_lock waits until they are durable */
+    pthread_cond_t durable; /* with lock: `committing` went to 0 */
+    /* how many writes are under way with the lock released (a cycle's, a request's): the
+     * model holds changes the store may not have yet, so server_lock waits for 0 */
+    unsigned committing;
     unsigned durable_waiters; /* threads waiting in server_lock */
     bool dirty;               /* something changed: run a cycle soon */
     bool quit;
@@ -235,9 +236,8 @@ typedef struct Server {
 
     /* when the open node spans' ends were last written (nodespan.h), monotonic ms */
     int64_t span_tick_mono_ms;
-    /* between nodespan_batch_begin and _end: the nodes whose spans open then, in one
-     * durable write (an engine that makes thousands of nodes ready at once) */
-    bool span_batch;
+    /* the nodes whose spans are to open or close at the next nodespan_flush, in one
+     * write (an engine makes thousands of nodes ready at once) */
     uint32_t *span_batched;
     size_t n_span_batched, span_batched_cap;
 } Server;
@@ -312,6 +312,8 @@ typedef struct Changes {
     size_t n_strs, strs_cap;
     struct ChangeMig *mig; /* MIG layouts placements set, written before the rows */
     size_t n_mig, mig_cap;
+    char **forget; /* classes whose learned memory was reset, owned */
+    size_t n_forget, forget_cap;
     /* sticky: the first failure to list a change (or to make one in memory), a negative
      * errno; server_commit then writes none of the rest, which alone would be a change
      * with entries missing (SQLite's mallocFailed) */
@@ -331,6 +333,8 @@ void changes_mig(Changes *ch, const char *node, unsigned index, char *layout_jso
 void changes_event(Changes *ch, ServerJob *j, int64_t t_ms, const char *type, const char *detail);
 /* [lock] A class's learned memory changed: write its entry (e stays valid: Learn keeps it). */
 void changes_learned(Changes *ch, const LearnEntry *e);
+/* [lock] A class's learned memory was forgotten: the store forgets it too. */
+void changes_forget(Changes *ch, const char *cls);
 /* [any thread] */
 void changes_free(Changes *ch);
 /* [lock] Write the changes durably and empty the lists: 0, or a negative errno (ch->err, or
@@ -339,6 +343,17 @@ void changes_free(Changes *ch);
  * Only the daemon's top level decides what follows (it ends the process, so that a
  * restart reloads the durable state). */
 int server_commit(Server *s, Changes *ch);
+/* [lock] As server_commit, but the lock is released while the store writes (its fsync),
+ * and taken back, once nothing written out of the lock is still under way (as
+ * server_lock), before it returns. The model may have changed meanwhile: the caller holds
+ * no pointer to a job across it (a job that ended may have left memory). While another
+ * thread waits in server_lock it writes with the lock held, so no reader waits for more
+ * than one write. */
+int server_commit_released(Server *s, Changes *ch);
+/* [lock] A write of the caller's own (a team's quotas, its budget), made as
+ * server_commit_released makes one, in order after every write listed before it: the
+ * caller changes memory after it succeeds. write's result. */
+int server_write_released(Server *s, int (*write)(Store *st, void *arg), void *arg);
 
 /* A Changes taken out of the model to be written with the lock released (the
  * scheduler's cycle): copies of what the write needs, owned. */
@@ -355,9 +370,11 @@ typedef struct CommitBatch {
     size_t n_learned;
     struct ChangeMig *mig;
     size_t n_mig;
+    char **forget;
+    size_t n_forget;
     char **strs; /* every string the lists point at that the batch owns */
     size_t n_strs, strs_cap;
-    bool pending; /* a write to make: commit_lock is held, s->committing set */
+    bool pending; /* a write to make: commit_lock is held, s->committing counts it */
 } CommitBatch;
 /* [lock] Take the changes into b and begin the write: 0 (ch emptied; b pending
  * when there was anything to write), or a negative errno when they cannot be copied
@@ -366,7 +383,8 @@ typedef struct CommitBatch {
 int server_commit_begin(Server *s, Changes *ch, CommitBatch *b);
 /* [lock released on entry, held on return] Write b and end it: 0, or a negative errno (the server
  * has diverged: the waiting readers are not woken, and the caller's top level ends the process).
- * Returns with the lock held. */
+ * Returns with the lock held, once no other write out of the lock is under way (what the
+ * caller then sees is durable). */
 int server_commit_finish(Server *s, CommitBatch *b);
 /* [takes lock] Take the lock as a reader that tells agents, users or an engine what it sees: once
  * no cycle's changes are being written, so that what it sees is durable. Release it
