@@ -160,14 +160,47 @@ static int add_segment(Usage *u, const StoreUsage *s)
     return 0;
 }
 
-static int add_closed(void *arg, const StoreUsage *s)
+/* The runs going when the report was asked for, taken under the lock: copies, as a job
+ * may end and leave memory once the lock is released. A closed segment the store has by
+ * the time it is read supersedes its open copy (the same job, node and start), so that a
+ * run closing while the store is read counts once. */
+typedef struct OpenSeg {
+    StoreUsage u;
+    bool closed;
+} OpenSeg;
+
+typedef struct OpenSegs {
+    OpenSeg *seg; /* sorted by job */
+    size_t n, cap;
+    char **strs; /* the copies the segments point at */
+    size_t n_strs, strs_cap;
+} OpenSegs;
+
+static void open_free(OpenSegs *o)
 {
-    return add_segment(arg, s);
+    for (size_t i = 0; i < o->n_strs; i++)
+        free(o->strs[i]);
+    free(o->strs);
+    free(o->seg);
+}
+
+static int open_str(OpenSegs *o, const char **str)
+{
+    if (!*str)
+        return 0;
+    char *copy = strdup(*str);
+    if (!copy || GROW(o->strs, o->strs_cap, o->n_strs + 1) < 0) {
+        free(copy);
+        return -ENOMEM;
+    }
+    o->strs[o->n_strs++] = copy;
+    *str = copy;
+    return 0;
 }
 
 /* Runs still going: from their start to now, per worker (workers may sit in different
  * pools). Lock held. */
-static int add_open(Usage *u, Server *s, int64_t now)
+static int take_open(OpenSegs *o, Server *s, int64_t now)
 {
     for (size_t k = 0; k < s->n_holding; k++) {
         const ServerJob *j = s->holding[k];
@@ -180,22 +213,70 @@ static int add_open(Usage *u, Server *s, int64_t now)
                 old ? &j->sj.moved_from.workers[w - j->sj.pl.n_workers] : &j->sj.pl.workers[w];
             const Node *n = &s->c->nodes[wa->node];
             const Pool *p = &s->c->pools[n->pool];
-            StoreUsage seg = {.job = j->st.id,
-                              .team = j->st.team,
-                              .project = j->st.project,
-                              .pool = p->name,
-                              .model = node_model(s->c, n)->name,
-                              .tier = tier_name(p->tier),
-                              .node = n->name,
-                              .gpu_equivalents = (double)worker_units(s->c, wa) / GPU_UNITS,
-                              .price_micro_usd = p->price_micro_usd,
-                              .start_ms = old ? j->moved_from_ms : j->pl_from_ms,
-                              .end_ms = now};
-            int r = add_segment(u, &seg);
-            if (r < 0)
-                return r;
+            if (GROW(o->seg, o->cap, o->n + 1) < 0)
+                return -ENOMEM;
+            o->seg[o->n] = (OpenSeg){0};
+            StoreUsage *seg = &o->seg[o->n++].u;
+            *seg = (StoreUsage){.job = j->st.id,
+                                .team = j->st.team,
+                                .project = j->st.project,
+                                .pool = p->name,
+                                .model = node_model(s->c, n)->name,
+                                .tier = tier_name(p->tier),
+                                .node = n->name,
+                                .gpu_equivalents = (double)worker_units(s->c, wa) / GPU_UNITS,
+                                .price_micro_usd = p->price_micro_usd,
+                                .start_ms = old ? j->moved_from_ms : j->pl_from_ms,
+                                .end_ms = now};
+            if (open_str(o, &seg->team) < 0 || open_str(o, &seg->project) < 0 ||
+                open_str(o, &seg->pool) < 0 || open_str(o, &seg->model) < 0 ||
+                open_str(o, &seg->node) < 0)
+                return -ENOMEM;
         }
     }
+    return 0;
+}
+
+static int seg_job_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const OpenSeg *)a)->u.job, y = ((const OpenSeg *)b)->u.job;
+    return (x > y) - (x < y);
+}
+
+typedef struct Closed {
+    Usage *u;
+    OpenSegs *open;
+} Closed;
+
+static int add_closed(void *arg, const StoreUsage *s)
+{
+    Closed *c = arg;
+    OpenSegs *o = c->open;
+    /* the first open segment of the job, by bisection */
+    size_t lo = 0, hi = o->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->seg[mid].u.job < s->job)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < o->n && o->seg[i].u.job == s->job; i++) {
+        OpenSeg *g = &o->seg[i];
+        if (!g->closed && g->u.start_ms == s->start_ms && s->node && !strcmp(g->u.node, s->node)) {
+            g->closed = true;
+            break;
+        }
+    }
+    return add_segment(c->u, s);
+}
+
+/* The open segments no closed one superseded. */
+static int add_open(Usage *u, const OpenSegs *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        if (!o->seg[i].closed && add_segment(u, &o->seg[i].u) < 0)
+            return -ENOMEM;
     return 0;
 }
 
@@ -401,6 +482,7 @@ static void reply_json(const Usage *u, const size_t *jobs, size_t total_jobs, Ht
 void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     Usage u = {0};
+    OpenSegs open = {0};
     Buf err = {0};
     size_t *jobs = NULL;
     int64_t *all = NULL;
@@ -438,18 +520,23 @@ void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)
         goto out;
     }
 
-    /* Under the lock, so that a run closing meanwhile is counted once: its closed
-     * segment is written to the store under the same lock as it leaves the holders. */
+    /* Only the runs going now are read under the lock (once what it holds is durable);
+     * the history is read from the store without it. */
     server_lock(s);
-    r = with_idle ? store_node_spans_query(s->store, u.from_ms, u.to_ms, keep_span, &u) : 0;
+    r = take_open(&open, s, u.to_ms);
+    pthread_mutex_unlock(&s->lock);
+    if (open.n)
+        qsort(open.seg, open.n, sizeof(*open.seg), seg_job_cmp);
+    if (r == 0 && with_idle)
+        r = store_node_spans_query(s->store, u.from_ms, u.to_ms, keep_span, &u);
     metering_spans_sort(u.spans, u.n_spans);
     if (r == 0)
-        r = store_usage_query(s->store, u.from_ms, u.to_ms, add_closed, &u);
+        r = store_usage_query(s->store, u.from_ms, u.to_ms, add_closed,
+                              &(Closed){.u = &u, .open = &open});
     if (r == 0 && !u.err)
-        r = add_open(&u, s, u.to_ms);
+        r = add_open(&u, &open);
     if (r == 0 && !u.err)
         r = add_idle(&u);
-    pthread_mutex_unlock(&s->lock);
     if (r < 0 || u.err) {
         http_reply_error(rp, 500,
                          r == -ENOMEM || u.err ? "out of memory"
@@ -484,4 +571,5 @@ out:
     free(all);
     buf_free(&err);
     usage_free(&u);
+    open_free(&open);
 }
