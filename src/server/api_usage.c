@@ -211,23 +211,11 @@ static int take_open(OpenSegs *o, Server *s, int64_t now)
             bool old = w >= j->sj.pl.n_workers;
             const WorkerAlloc *wa =
                 old ? &j->sj.moved_from.workers[w - j->sj.pl.n_workers] : &j->sj.pl.workers[w];
-            const Node *n = &s->c->nodes[wa->node];
-            const Pool *p = &s->c->pools[n->pool];
             if (GROW(o->seg, o->cap, o->n + 1) < 0)
                 return -ENOMEM;
             o->seg[o->n] = (OpenSeg){0};
             StoreUsage *seg = &o->seg[o->n++].u;
-            *seg = (StoreUsage){.job = j->st.id,
-                                .team = j->st.team,
-                                .project = j->st.project,
-                                .pool = p->name,
-                                .model = node_model(s->c, n)->name,
-                                .tier = tier_name(p->tier),
-                                .node = n->name,
-                                .gpu_equivalents = (double)worker_units(s->c, wa) / GPU_UNITS,
-                                .price_micro_usd = p->price_micro_usd,
-                                .start_ms = old ? j->moved_from_ms : j->pl_from_ms,
-                                .end_ms = now};
+            *seg = server_usage_segment(s, j, wa, old ? j->moved_from_ms : j->pl_from_ms, now);
             if (open_str(o, &seg->team) < 0 || open_str(o, &seg->project) < 0 ||
                 open_str(o, &seg->pool) < 0 || open_str(o, &seg->model) < 0 ||
                 open_str(o, &seg->node) < 0)

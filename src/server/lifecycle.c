@@ -226,14 +226,12 @@ int server_job_started(Server *s, ServerJob *j, int64_t now_ms, Changes *ch)
     return server_hold(s, j);
 }
 
-void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
-                   int64_t now_ms, Changes *ch)
+StoreUsage server_usage_segment(const Server *s, const ServerJob *j, const WorkerAlloc *wa,
+                                int64_t from_ms, int64_t to_ms)
 {
-    for (size_t w = 0; w < pl->n_workers; w++) {
-        const WorkerAlloc *wa = &pl->workers[w];
-        const Node *n = &s->c->nodes[wa->node];
-        const Pool *p = &s->c->pools[n->pool];
-        StoreUsage u = {.job = j->st.id,
+    const Node *n = &s->c->nodes[wa->node];
+    const Pool *p = &s->c->pools[n->pool];
+    return (StoreUsage){.job = j->st.id,
                         .team = j->st.team,
                         .project = j->st.project,
                         .pool = p->name,
@@ -243,7 +241,15 @@ void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t f
                         .gpu_equivalents = worker_eq(s->c, wa),
                         .price_micro_usd = p->price_micro_usd,
                         .start_ms = from_ms,
-                        .end_ms = now_ms};
+                        .end_ms = to_ms};
+}
+
+void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
+                   int64_t now_ms, Changes *ch)
+{
+    for (size_t w = 0; w < pl->n_workers; w++) {
+        const WorkerAlloc *wa = &pl->workers[w];
+        StoreUsage u = server_usage_segment(s, j, wa, from_ms, now_ms);
         if (u.gpu_equivalents > 0 || wa->cpu_milli)
             changes_usage(ch, &u);
         metering_segment_closed(s, &u);

@@ -407,6 +407,10 @@ int server_job_moved(Server *s, ServerJob *j, bool done, int64_t now_ms, Changes
  * is logged and fails ch whole. */
 Life *server_life(Server *s, Changes *ch);
 void server_life_done(Server *s, const ServerJob *j, int err, const char *what);
+/* [lock] The usage segment of one worker's allocation from from_ms to to_ms (its strings
+ * are the job's and the cluster's). */
+StoreUsage server_usage_segment(const Server *s, const ServerJob *j, const WorkerAlloc *wa,
+                                int64_t from_ms, int64_t to_ms);
 /* [lock] Charge what pl held from from_ms to now_ms (usage records, per worker). */
 void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,
                    int64_t now_ms, Changes *ch);
