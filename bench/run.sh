@@ -13,6 +13,7 @@
 #      control plane, 10,000 pending GPU pods on 1,000 and 5,000 fake nodes (skipped
 #      with GPUORCH_BENCH_KUBE=0 or without the control-plane binaries; other sizes with
 #      GPUORCH_BENCH_KUBE_ARGS="--nodes 100 --pods 500");
+#   8. PostgreSQL beside SQLite, and failover between two servers (bench/ha.sh);
 #   and how long the simulations take.
 # Parts that need ../shared/traces say so in the results and are skipped when absent.
 set -eu
@@ -233,4 +234,6 @@ else
             "$K7" "$BUILD" "$rc" "$(tail -n 15 "$TMP/kube.err")" >>"$OUT"
     fi
 fi
+echo "bench: PostgreSQL and failover (bench/ha.sh)" >&2
+sh bench/ha.sh "$BUILD" "$OUT"
 echo "bench: wrote $OUT" >&2

@@ -4,6 +4,8 @@
  * the mask and only the main thread, in sigwait, ever receives them. */
 #include "cli/cli.h"
 #include "cli/server_kube.h"
+#include "cli/server_lead.h"
+#include "core/cluster.h"
 #include "server/auth.h"
 #include "server/http.h"
 #include "server/provider.h"
@@ -29,13 +31,13 @@
 #define LOST_GRACE_TEXT STRINGIFY(LIFE_LOST_GRACE_MS)
 
 /* options with no letter, past the Kubernetes engine's (server_kube.h) */
-enum { OPT_RETENTION = 0x200, OPT_MAX_ENDED };
+enum { OPT_RETENTION = 0x200, OPT_MAX_ENDED, OPT_ADVERTISE };
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gpuorch server --config FILE [--db sqlite:PATH|postgres://...]\n"
-            "                      [--listen HOST:PORT] [--data-dir DIR]\n"
+            "                      [--listen HOST:PORT] [--advertise-url URL] [--data-dir DIR]\n"
             "                      [--heartbeat-ms N] [--lost-after-ms N] [--lost-grace-ms N]\n"
             "                      [--min-runtime-s N] [--web DIR] [--conns-per-ip N]\n"
             "                      [--job-retention-s N] [--max-ended-jobs N]\n"
@@ -50,6 +52,9 @@ static void usage(FILE *f)
             "  --db URL            the store (default " DEFAULT_DB ")\n"
             "  --listen HOST:PORT  where the API listens (default " DEFAULT_LISTEN
             "; port 0: any free one)\n"
+            "  --advertise-url URL how clients reach this server, which standbys of the same\n"
+            "                      store send them to (default http://HOST:PORT of --listen;\n"
+            "                      docs/ha.md)\n"
             "  --data-dir DIR      admin.token and job logs (default: the database's directory)\n"
             "  --heartbeat-ms N    how often agents report (default " HEARTBEAT_TEXT ")\n"
             "  --lost-after-ms N   silence after which a node is lost and takes no new work\n"
@@ -150,6 +155,7 @@ int cmd_server(int argc, char **argv)
         {"config", required_argument, NULL, 'c'},
         {"db", required_argument, NULL, 'd'},
         {"listen", required_argument, NULL, 'l'},
+        {"advertise-url", required_argument, NULL, OPT_ADVERTISE},
         {"data-dir", required_argument, NULL, 'D'},
         {"heartbeat-ms", required_argument, NULL, 'H'},
         {"lost-after-ms", required_argument, NULL, 'L'},
@@ -178,7 +184,7 @@ int cmd_server(int argc, char **argv)
     bool kube = false;
     KubeOptions ko;
     kube_options_defaults(&ko);
-    const char *listen = DEFAULT_LISTEN, *data_dir = NULL, *web = NULL;
+    const char *listen = DEFAULT_LISTEN, *data_dir = NULL, *web = NULL, *advertise = NULL;
     _cleanup_free_ char *script = NULL;
     HttpLimits lim = {.conns_per_ip = HTTP_CONNS_PER_IP};
     int opt;
@@ -196,6 +202,9 @@ int cmd_server(int argc, char **argv)
             break;
         case 'D':
             data_dir = optarg;
+            break;
+        case OPT_ADVERTISE:
+            advertise = optarg;
             break;
         case 'w':
             web = optarg;
@@ -360,6 +369,36 @@ int cmd_server(int argc, char **argv)
     _cleanup_free_ char *token_path = NULL;
     bool token_adopted = false;
     r = kube ? server_kube_prepare(&ko, &o, &ke, &err) : 0;
+    /* the store's lead decides who schedules (docs/ha.md); a server that does not have it
+     * stands by, on the listening socket, until the one that has it is gone */
+    char self[512];
+    Store *st = NULL;
+    Standby *sb = NULL;
+    if (r == 0)
+        r = server_advertise_url(advertise, host, &lis, self, sizeof(self), &err);
+    if (r == 0)
+        r = store_open(o.db_url, &st, &err);
+    if (r == 0) {
+        r = server_wait_to_lead(st, self, &lis, &sb, &sigs, &err);
+        standby_stop(sb, &lis);
+        if (r == 0) { /* stopped while standing by */
+            store_close(st);
+            http_listener_close(&lis);
+            cluster_free(o.cluster);
+            kube_engine_free(ke);
+            return 0;
+        }
+        if (r == 1) {
+            o.store = st; /* server_open's now */
+            o.advertise_url = self;
+            r = 0;
+        } else {
+            store_close(st);
+            cluster_free(o.cluster);
+        }
+    } else {
+        cluster_free(o.cluster);
+    }
     if (r == 0)
         r = server_open(&o, &s, &err);
     if (r < 0) {

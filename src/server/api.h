@@ -56,6 +56,7 @@ void api_utilization(Server *s, const HttpRequest *rq, HttpResponse *rp);
 /* metrics.c (public routes) */
 void api_metrics(Server *s, const HttpRequest *rq, HttpResponse *rp);
 void api_healthz(Server *s, const HttpRequest *rq, HttpResponse *rp);
+void api_readyz(Server *s, const HttpRequest *rq, HttpResponse *rp);
 
 /* api_agent.c (role agent only) */
 void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp);

@@ -67,6 +67,7 @@ typedef struct Route {
 
 static const Route routes[] = {
     {"GET", "/healthz", ACT_PUBLIC, api_healthz},
+    {"GET", "/readyz", ACT_PUBLIC, api_readyz},
     {"GET", "/metrics", ACT_PUBLIC, api_metrics},
     {"GET", "/", ACT_PUBLIC, NULL},
     {"GET", "/web/{*}", ACT_PUBLIC, NULL},

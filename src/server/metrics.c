@@ -1,4 +1,4 @@
-/* metrics.c: GET /metrics (the Prometheus text format 0.0.4) and GET /healthz. The
+/* metrics.c: GET /metrics (the Prometheus text format 0.0.4), GET /healthz and /readyz. The
  * gauges are read from the model under its lock at scrape time; the counters and the
  * cycle-time histogram are kept by the scheduler thread (ServerCounters). */
 #include "server/api.h"
@@ -182,6 +182,9 @@ static void budget_metrics(Server *s, Buf *b)
 void api_metrics(Server *s, const HttpRequest *rq, HttpResponse *rp)
 {
     Buf b = {0};
+    /* a standby answers 0 (standby.c): alerts can count the leaders of a group */
+    head(&b, "gpuorch_leader", "gauge", "1 when this server leads its store (docs/ha.md).");
+    buf_puts(&b, "gpuorch_leader 1\n");
     server_lock(s);
     gpu_gauges(s, &b);
     job_metrics(s, &b);
@@ -205,4 +208,16 @@ void api_healthz(Server *s, const HttpRequest *rq, HttpResponse *rp)
         return;
     }
     http_reply_text(rp, 200, "text/plain; charset=utf-8", "ok\n", 3);
+}
+
+/* Ready to take requests: this server leads (a standby answers 503, standby.c), so a load
+ * balancer in front of an HA group sends clients to the leader. */
+void api_readyz(Server *s, const HttpRequest *rq, HttpResponse *rp)
+{
+    (void)rq;
+    if (store_ping(s->store) < 0) {
+        http_reply_error(rp, 503, "the store does not answer");
+        return;
+    }
+    http_reply_text(rp, 200, "text/plain; charset=utf-8", "leader\n", 7);
 }

@@ -39,6 +39,8 @@
 /* Kicks closer together than this share one cycle: a burst of submissions is placed
  * in one pass over the queue. */
 #define MIN_CYCLE_GAP_MS 20
+/* how often a leader asks the database whether it still leads */
+#define LEAD_CHECK_MS 1000
 
 static const char *const state_names[JOB_STATE_COUNT] = {
     "pending", "starting", "running", "stopping", "succeeded", "failed", "cancelled"};
@@ -586,9 +588,13 @@ static int build_mix(Server *s)
 int server_open(const ServerOptions *o, Server **ret, Buf *err)
 {
     Server *s = calloc(1, sizeof(*s));
-    if (!s)
+    if (!s) {
+        store_close(o->store);
         return -ENOMEM;
+    }
     s->opt = *o;
+    s->store = o->store; /* ours now, even when opening fails */
+    s->opt.store = NULL;
     if (s->opt.heartbeat_ms <= 0)
         s->opt.heartbeat_ms = LIFE_HEARTBEAT_MS;
     if (s->opt.lost_after_ms <= 0)
@@ -611,6 +617,7 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     pthread_condattr_destroy(&ca);
 
     int r = 0;
+    Buf shown = {0}; /* the store's URL, its password masked */
     if (o->cluster) {
         s->c = o->cluster; /* ours now, even when opening fails */
         s->opt.cluster = NULL;
@@ -626,18 +633,29 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         r = -ENOMEM;
         goto fail;
     }
-    r = store_open(o->db_url, &s->store, err);
+    store_url_redact(o->db_url, &shown);
+    if (!s->store && (r = store_open(o->db_url, &s->store, err)) < 0)
+        goto fail;
+    r = store_lead(s->store, o->advertise_url, server_now_ms(), err);
+    if (r == 0) {
+        char at[256] = "";
+        store_leader(s->store, at, sizeof(at), NULL);
+        buf_printf(err, "another server leads the store %s%s%s; a second server waits as a "
+                        "standby only when started by `gpuorch server`",
+                   buf_str(&shown), *at ? " from " : "", at);
+        r = -EBUSY;
+    }
     if (r < 0)
         goto fail;
     if ((r = store_server_id(s->store, s->server_id)) < 0) {
-        buf_printf(err, "cannot read the server's identity from the store %s", o->db_url);
+        buf_printf(err, "cannot read the server's identity from the store %s", buf_str(&shown));
         goto fail;
     }
     /* what the classes learned sizes the queued jobs loaded below */
     if ((r = store_teams_load(s->store, load_team, s->c)) < 0 ||
         (r = store_mig_load(s->store, load_mig, s->c)) < 0 ||
         (r = store_learned_load(s->store, load_learned, &s->learn)) < 0) {
-        buf_printf(err, "cannot read the store %s", o->db_url);
+        buf_printf(err, "cannot read the store %s", buf_str(&shown));
         goto fail;
     }
     if ((r = nodespan_start(s, err)) < 0)
@@ -665,7 +683,7 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     /* what is live, and what ended inside the retention; the rest is read when asked */
     r = store_jobs_load_live(s->store, server_now_ms() - s->opt.job_retention_ms, load_job, &lc);
     if (r < 0) {
-        buf_printf(err, "cannot load the jobs of %s", o->db_url);
+        buf_printf(err, "cannot load the jobs of %s", buf_str(&shown));
         goto fail;
     }
     for (size_t i = 0; i < s->n_holding; i++) {
@@ -681,11 +699,12 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         goto fail;
     score_cache_fit(s);
     if ((r = metering_restore_fair_share(s, server_now_ms())) < 0) {
-        buf_printf(err, "cannot read the teams' past usage from %s", o->db_url);
+        buf_printf(err, "cannot read the teams' past usage from %s", buf_str(&shown));
         goto fail;
     }
     s->order_stale = true;
-    log_info("event=store_loaded db=%s jobs=%zu unloadable=%zu holding=%zu queued=%zu", o->db_url,
+    log_info("event=store_loaded db=%s jobs=%zu unloadable=%zu holding=%zu queued=%zu",
+             buf_str(&shown),
              lc.n_loaded, lc.n_bad, s->n_holding, sched_queue_len(&s->sched));
 
     if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
@@ -694,9 +713,11 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
         goto fail;
     }
     s->thread_started = true;
+    buf_free(&shown);
     *ret = s;
     return 0;
 fail:
+    buf_free(&shown);
     server_close(s);
     return r < 0 ? r : -EINVAL;
 }
@@ -1355,13 +1376,30 @@ static void stop_if_diverged(Server *s)
     _exit(1);
 }
 
+/* A leader whose hold on the store is gone (its session ended: a standby may lead now)
+ * decides nothing more: it ends as a server whose memory went ahead of the store does.
+ * Asked of the database once a second; a write in between fails by itself (-ESTALE). */
+static void stop_if_deposed(Server *s, int64_t mono, int64_t *next_check)
+{
+    if (mono < *next_check)
+        return;
+    *next_check = mono + LEAD_CHECK_MS;
+    if (store_leading(s->store, true))
+        return;
+    log_error("event=leadership_lost action=exit reason=\"the store's session that held the "
+              "lead is gone\"");
+    server_diverge(s, -ESTALE);
+    stop_if_diverged(s);
+}
+
 static void *sched_main(void *arg)
 {
     Server *s = arg;
     pthread_mutex_lock(&s->lock);
-    int64_t next_cycle = 0, last_cycle = 0, gap = MIN_CYCLE_GAP_MS;
+    int64_t next_cycle = 0, last_cycle = 0, gap = MIN_CYCLE_GAP_MS, next_lead_check = 0;
     while (!s->quit) {
         int64_t now = server_now_ms(), mono = mono_ns() / 1000000;
+        stop_if_deposed(s, mono, &next_lead_check);
         stop_if_diverged(s);
         server_check_nodes(s, now);
         stop_if_diverged(s);

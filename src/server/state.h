@@ -132,6 +132,11 @@ typedef struct ProviderNode {
 typedef struct ServerOptions {
     const char *config_path;     /* cluster spec */
     const char *db_url;          /* "sqlite:PATH" or "postgres://..." */
+    /* The store, opened and leading (store_lead) by the caller, which a standby does while
+     * it waits to lead; server_open takes it, even when it fails. NULL: server_open opens
+     * db_url and leads it, or fails with -EBUSY when another server leads it. */
+    Store *store;
+    const char *advertise_url; /* how clients reach this server, recorded as the leader's */
     const char *data_dir;        /* admin.token and logs/ go here (the database's directory) */
     int64_t heartbeat_ms;        /* what agents are told (default 500) */
     int64_t lost_after_ms;       /* silence that makes a node lost (default 40000) */
