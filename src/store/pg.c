@@ -409,8 +409,9 @@ static int writer_ready(PgStore *db, Buf *err)
 {
     if (db->led && db->lost)
         return stale(db, err);
-    if (db->wconn && PQconsumeInput(db->wconn) && PQstatus(db->wconn) == CONNECTION_OK &&
-        !PQisBusy(db->wconn))
+    /* PQisBusy parses what came: a FATAL while idle goes to on_notice */
+    if (db->wconn && PQconsumeInput(db->wconn) && !PQisBusy(db->wconn) && !db->wfatal &&
+        PQstatus(db->wconn) == CONNECTION_OK)
         return 0;
     if (db->led) {
         set_lost(db);
@@ -637,9 +638,15 @@ static int prepare_all(PgStore *db, PGconn *c, char prefix, const char *const *s
     return 0;
 }
 
-/* Library code does not log: the server's notices ("already exists, skipping") go. */
-static void ignore_notice(void *arg, const char *message)
+/* What the server says outside an answer. Library code does not log, so its notices
+ * ("already exists, skipping") go; but a FATAL that arrives while the session is idle
+ * (pg_terminate_backend, a server shutting down) comes here too, and says the session
+ * is gone before the next statement finds out the hard way. */
+static void on_notice(void *arg, const PGresult *res)
 {
+    const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    if (severity && (strcmp(severity, "FATAL") == 0 || strcmp(severity, "PANIC") == 0))
+        *(bool *)arg = true;
 }
 
 int pg_reconnect(PgStore *db, bool writer, Buf *err)
@@ -656,7 +663,9 @@ int pg_reconnect(PgStore *db, bool writer, Buf *err)
         PQfinish(c);
         return r;
     }
-    PQsetNoticeProcessor(c, ignore_notice, NULL);
+    bool *fatal = writer ? &db->wfatal : &db->rfatal;
+    *fatal = false;
+    PQsetNoticeReceiver(c, on_notice, fatal);
     /* durable replies whatever the server's or the database's default; the reader
      * refuses writes as SQLite's query_only reader does */
     PGresult *res = PQexec(c, writer ? "SET synchronous_commit = on"

@@ -81,6 +81,7 @@ typedef struct PgStore {
     bool led;              /* store_lead succeeded: wconn holds the lock and is never replaced */
     bool lost;             /* led, and wconn's session is gone: writes fail -ESTALE */
     size_t queued;         /* statements sent in the current pipeline (pg_send counts) */
+    bool wfatal, rfatal;   /* the server ended that session while it was idle */
     pthread_mutex_t rlock; /* rconn */
 } PgStore;
 

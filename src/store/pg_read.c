@@ -64,7 +64,9 @@ static PGresult *read_exec(PgStore *db, int which, int n, const char *const *par
     snprintf(name, sizeof(name), "r%d", which);
     int lengths[PG_MAX_PARAMS] = {len0}, formats[PG_MAX_PARAMS] = {1};
     for (int attempt = 0;; attempt++) {
-        if ((!db->rconn || PQstatus(db->rconn) != CONNECTION_OK) &&
+        if (db->rconn && PQconsumeInput(db->rconn))
+            PQisBusy(db->rconn); /* a FATAL that came while idle sets rfatal */
+        if ((!db->rconn || db->rfatal || PQstatus(db->rconn) != CONNECTION_OK) &&
             pg_reconnect(db, false, NULL) < 0) {
             *ret_r = -EIO;
             return NULL;
