@@ -18,12 +18,13 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libcmocka-dev \
-               libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libsodium-dev \
+               libmicrohttpd-dev libsqlite3-dev libpq-dev libcurl4-openssl-dev libsodium-dev \
                clang-format python3 curl
 # what only the tests need: the portal's browser tests, the Kubernetes tests' etcd and
 # openssl (tools/k8s-control-plane.sh installs the rest of what it builds with), and
-# clang with its runtimes (libFuzzer, the sanitizers) for the fuzz targets
-DEB_TEST_PACKAGES = chromium nodejs npm etcd-server openssl clang libclang-rt-dev
+# clang with its runtimes (libFuzzer, the sanitizers) for the fuzz targets, and the
+# PostgreSQL server the store's tests start a throwaway instance of
+DEB_TEST_PACKAGES = chromium nodejs npm etcd-server openssl clang libclang-rt-dev postgresql-15
 FUZZ_PACKAGES = clang libclang-rt-dev
 
 .PHONY: all deps test-deps build kube-control-plane fuzz-build fuzz test run bench format \

@@ -1,7 +1,7 @@
 /* backend.h: the seam between store.c and a database back end (internal to src/store).
  * A back end fills a StoreOps table, one function per public store function, and embeds
  * struct Store as its first member; store.c parses the URL, picks the back end and
- * dispatches. A PostgreSQL back end slots in as one more table. */
+ * dispatches: SQLite (sqlite.c) and PostgreSQL (pg.c). */
 #pragma once
 
 #include "store/store.h"
@@ -52,7 +52,15 @@ typedef struct StoreOps {
     int (*learned_load)(Store *s,
                         int (*fn)(void *arg, const char *cls, uint64_t peak_mib, unsigned ooms),
                         void *arg);
+    int (*lead)(Store *s, const char *url, int64_t now_ms, Buf *err);
+    bool (*leading)(Store *s, bool check);
+    int (*leader)(Store *s, char *url, size_t n, int64_t *since_ms);
 } StoreOps;
+
+/* How many schema steps every back end knows (migrations.c, pg_migrations.c): each
+ * checks its own list against it at build time, so that store_schema_version means the
+ * same on both. */
+#define STORE_SCHEMA_VERSIONS 11
 
 struct Store {
     const StoreOps *ops;
@@ -65,3 +73,5 @@ int store_fail(Buf *err, int e, const char *label, const char *fmt, ...)
 
 /* The SQLite back end (sqlite.c): path is a file name, never a URL. */
 int sqlite_open(const char *path, Store **ret, Buf *err);
+/* The PostgreSQL back end (pg.c): url is a postgres:// or postgresql:// URI. */
+int pg_open(const char *url, Store **ret, Buf *err);

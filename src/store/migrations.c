@@ -146,7 +146,16 @@ static const Migration steps[] = {
     /* a restarted server loads what is live and what ended inside its retention, not
      * every job ever run */
     {"jobs by end time", "CREATE INDEX IF NOT EXISTS jobs_end ON jobs(end_ms);"},
+    /* one row: who leads (store_lead), for the servers that stand by and their clients */
+    {"the leading server's address and since when it leads",
+     "CREATE TABLE leader ("
+     " id INTEGER PRIMARY KEY CHECK (id = 1),"
+     " url TEXT,"
+     " since_ms INTEGER NOT NULL);"},
 };
+
+_Static_assert(ARRAY_SIZE(steps) == STORE_SCHEMA_VERSIONS,
+               "the SQLite and PostgreSQL back ends must know the same schema versions");
 
 int migrations_latest(void)
 {

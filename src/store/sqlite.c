@@ -1,4 +1,4 @@
-/* sqlite.c: the SQLite back end's connections and its group commit.
+/* sqlite.c: the SQLite back end's connections, its group commit and its leadership.
  *
  * Durability costs one fsync per commit (WAL, synchronous=FULL), so writes that arrive
  * together share one: a writer queues its part and waits; whichever waiting thread finds
@@ -6,18 +6,25 @@
  * transaction (BEGIN IMMEDIATE ... COMMIT) and wakes the others with their own results.
  * Each part runs under its own savepoint, so a part that breaks a constraint is rolled
  * back alone and the rest of the batch still commits. While one batch syncs, the next
- * one gathers, so the batch grows with the load and the fsync rate stays bounded. */
+ * one gathers, so the batch grows with the load and the fsync rate stays bounded.
+ *
+ * Leadership is an exclusive flock(2) on the database file through a descriptor of its
+ * own: SQLite locks with fcntl(2) byte ranges, which flock neither sees nor disturbs on
+ * Linux, and the kernel drops the flock when the process dies. */
 #include "store/sqlite.h"
 
 #include "util/macro.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define BUSY_TIMEOUT_MS 10000
 
@@ -232,8 +239,45 @@ static void sqlite_close(Store *s)
     pthread_mutex_destroy(&db->lock);
     pthread_cond_destroy(&db->cond);
     pthread_mutex_destroy(&db->rlock);
+    if (db->lead_fd >= 0)
+        close(db->lead_fd); /* drops the flock */
+    pthread_mutex_destroy(&db->lead_lock);
     free(db->path);
     free(db);
+}
+
+static int sqlite_lead(Store *s, const char *url, int64_t now_ms, Buf *err)
+{
+    SqliteStore *db = sqlite_of(s);
+    pthread_mutex_lock(&db->lead_lock);
+    if (db->lead_fd >= 0) {
+        pthread_mutex_unlock(&db->lead_lock);
+        return 1;
+    }
+    int r = 0, fd = open(db->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        r = store_fail(err, -errno, db->path, "opening it to lock: %s", strerror(errno));
+    else if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+        r = errno == EWOULDBLOCK
+                ? 0
+                : store_fail(err, -errno, db->path, "locking it: %s", strerror(errno));
+    else if ((r = sqlite_write_leader(db, url, now_ms, err)) == 0)
+        r = 1;
+    if (r == 1)
+        db->lead_fd = fd;
+    else if (fd >= 0)
+        close(fd);
+    pthread_mutex_unlock(&db->lead_lock);
+    return r;
+}
+
+static bool sqlite_leading(Store *s, bool check)
+{
+    SqliteStore *db = sqlite_of(s);
+    pthread_mutex_lock(&db->lead_lock);
+    bool leading = db->lead_fd >= 0;
+    pthread_mutex_unlock(&db->lead_lock);
+    return leading;
 }
 
 static const StoreOps sqlite_ops = {
@@ -263,6 +307,9 @@ static const StoreOps sqlite_ops = {
     .mig_set = sqlite_write_mig,
     .mig_load = sqlite_read_mig,
     .learned_load = sqlite_read_learned,
+    .lead = sqlite_lead,
+    .leading = sqlite_leading,
+    .leader = sqlite_read_leader,
 };
 
 static int open_db(SqliteStore *db, Buf *err)
@@ -303,6 +350,8 @@ int sqlite_open(const char *path, Store **ret, Buf *err)
     pthread_mutex_init(&db->lock, NULL);
     pthread_cond_init(&db->cond, NULL);
     pthread_mutex_init(&db->rlock, NULL);
+    pthread_mutex_init(&db->lead_lock, NULL);
+    db->lead_fd = -1;
     if (!(db->path = strdup(path))) {
         sqlite_close(&db->base);
         return -ENOMEM;

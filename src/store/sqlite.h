@@ -34,6 +34,7 @@ enum {
     WS_SPAN_OPEN,
     WS_SPAN_END,
     WS_SPANS_CLOSE_OPEN,
+    WS_LEADER_SET,
     WS_COUNT
 };
 
@@ -55,6 +56,7 @@ enum {
     RS_LEARNED,
     RS_SPANS,
     RS_SERVER_ID,
+    RS_LEADER,
     RS_COUNT
 };
 
@@ -70,8 +72,10 @@ typedef struct SqliteStore {
     pthread_mutex_t lock; /* the queue of pending writes and `leading` */
     pthread_cond_t cond;  /* a batch was committed */
     SqlitePending *head, *tail;
-    bool leading;          /* a thread is running a batch on wdb */
-    pthread_mutex_t rlock; /* rdb and its statements */
+    bool leading;              /* a thread is running a batch on wdb */
+    pthread_mutex_t rlock;     /* rdb and its statements */
+    pthread_mutex_t lead_lock; /* lead_fd */
+    int lead_fd;               /* the database file, flock'ed while this Store leads; -1 */
 } SqliteStore;
 
 static inline SqliteStore *sqlite_of(Store *s)
@@ -113,6 +117,8 @@ int sqlite_write_mig(Store *s, const char *node, unsigned index, const char *lay
 int sqlite_write_span_open(Store *s, const StoreNodeSpan *spans, size_t n, int64_t *ret_ids);
 int sqlite_write_spans_end(Store *s, const int64_t *ids, size_t n, int64_t end_ms, bool close);
 int sqlite_write_spans_close_open(Store *s, size_t *ret_n);
+int sqlite_write_leader(SqliteStore *db, const char *url, int64_t now_ms, Buf *err);
+int sqlite_read_leader(Store *s, char *url, size_t n, int64_t *since_ms);
 int sqlite_read_ping(Store *s);
 int sqlite_read_jobs(Store *s, int (*fn)(void *arg, StoreJob *j), void *arg);
 int sqlite_read_jobs_live(Store *s, int64_t ended_since_ms, int (*fn)(void *arg, StoreJob *j),

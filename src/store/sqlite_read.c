@@ -43,6 +43,7 @@ const char *const sqlite_read_sql[RS_COUNT] = {
                  "FROM node_spans WHERE start_ms < ?2 AND (end_ms > ?1 OR open = 1) "
                  "AND (end_ms > start_ms OR open = 1) ORDER BY node, start_ms, id",
     [RS_SERVER_ID] = "SELECT id FROM server_identity LIMIT 1",
+    [RS_LEADER] = "SELECT url, since_ms FROM leader WHERE id = 1",
 };
 
 static const char *col_text(sqlite3_stmt *st, int i)
@@ -363,5 +364,17 @@ int sqlite_read_learned(Store *s,
     while (r == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
         r = fn(arg, col_text(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
                (unsigned)sqlite3_column_int64(st, 2));
+    return read_end(db, st, rc, r);
+}
+
+int sqlite_read_leader(Store *s, char *url, size_t n, int64_t *since_ms)
+{
+    SqliteStore *db = sqlite_of(s);
+    sqlite3_stmt *st = read_begin(db, RS_LEADER);
+    int rc = sqlite3_step(st), r = rc == SQLITE_ROW ? 0 : -ENOENT;
+    if (rc == SQLITE_ROW) {
+        copy_field(url, n, col_text(st, 0));
+        *since_ms = sqlite3_column_int64(st, 1);
+    }
     return read_end(db, st, rc, r);
 }

@@ -46,6 +46,8 @@ const char *const sqlite_write_sql[WS_COUNT] = {
     [WS_SPAN_END] = "UPDATE node_spans SET end_ms = max(end_ms, ?2), open = (open AND NOT ?3) "
                     "WHERE id = ?1 AND open = 1",
     [WS_SPANS_CLOSE_OPEN] = "UPDATE node_spans SET open = 0 WHERE open = 1",
+    [WS_LEADER_SET] = "INSERT INTO leader (id, url, since_ms) VALUES (1, ?1, ?2) "
+                      "ON CONFLICT (id) DO UPDATE SET url = ?1, since_ms = ?2",
 };
 
 /* Bind a string, NULL as NULL; the caller's string outlives the statement's step. */
@@ -451,4 +453,24 @@ int sqlite_write_spans_close_open(Store *s, size_t *ret_n)
 {
     CloseOpenPart p = {0, ret_n};
     return sqlite_commit(sqlite_of(s), apply_spans_close_open, publish_close_open, &p, NULL);
+}
+
+typedef struct LeaderPart {
+    const char *url;
+    int64_t now_ms;
+} LeaderPart;
+
+static int apply_leader(SqliteStore *db, void *arg, Buf *err)
+{
+    const LeaderPart *p = arg;
+    sqlite3_stmt *st = db->ws[WS_LEADER_SET];
+    bind_text(st, 1, p->url);
+    sqlite3_bind_int64(st, 2, p->now_ms);
+    return sqlite_run(db, db->wdb, st, err);
+}
+
+int sqlite_write_leader(SqliteStore *db, const char *url, int64_t now_ms, Buf *err)
+{
+    LeaderPart p = {url, now_ms};
+    return sqlite_commit(db, apply_leader, NULL, &p, err);
 }

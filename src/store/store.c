@@ -1,6 +1,6 @@
-/* store.c: the store's front: which back end a URL names, and the public functions,
- * each a call through the back end's StoreOps table (backend.h). Arguments every back end
- * would check the same way are checked here once. */
+/* store.c: the store's front: which back end a URL names, a URL with its password
+ * masked, and the public functions, each a call through the back end's StoreOps table
+ * (backend.h). Arguments every back end would check the same way are checked here once. */
 #include "store/backend.h"
 
 #include <errno.h>
@@ -27,13 +27,78 @@ static bool has_prefix(const char *s, const char *prefix)
     return strncasecmp(s, prefix, strlen(prefix)) == 0;
 }
 
+/* Where "password", then optional blanks and '=' and blanks, starts a value in s at
+ * p; the value's start, or NULL when p is not such a key. */
+static const char *password_value(const char *s, const char *p)
+{
+    if (strncasecmp(p, "password", 8) != 0)
+        return NULL;
+    /* a key starts the string or follows a separator: not "oldpassword=" */
+    if (p > s && !strchr(" \t\n?&", p[-1]))
+        return NULL;
+    p += 8;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p != '=')
+        return NULL;
+    p++;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* The end of a password value starting at v: a quoted conninfo value to its closing
+ * quote (backslash escapes), otherwise to the next '&' (a URI's query) or blank. */
+static const char *password_end(const char *v)
+{
+    if (*v == '\'') {
+        for (v++; *v && *v != '\''; v++)
+            if (*v == '\\' && v[1])
+                v++;
+        return *v ? v + 1 : v;
+    }
+    while (*v && *v != '&' && *v != ' ' && *v != '\t' && *v != '\n')
+        v++;
+    return v;
+}
+
+void store_url_redact(const char *url, Buf *out)
+{
+    if (!url)
+        return;
+    const char *p = url;
+    const char *scheme = strstr(url, "://");
+    if (scheme) {
+        /* the user information ends at '@' before the host; libpq reads it so, stopping
+         * at the first '/' */
+        const char *auth = scheme + 3, *at = auth;
+        while (*at && *at != '@' && *at != '/')
+            at++;
+        const char *colon = *at == '@' ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon) {
+            buf_append(out, url, (size_t)(colon + 1 - url));
+            buf_puts(out, "***");
+            p = at;
+        }
+    }
+    while (*p) {
+        const char *v = password_value(url, p);
+        if (v) {
+            buf_append(out, p, (size_t)(v - p));
+            buf_puts(out, "***");
+            p = password_end(v);
+            continue;
+        }
+        buf_putc(out, *p++);
+    }
+}
+
 int store_open(const char *url, Store **ret, Buf *err)
 {
     if (!url || !*url)
         return store_fail(err, -EINVAL, "URL", "empty; use sqlite:PATH or a file name");
     if (has_prefix(url, "postgres://") || has_prefix(url, "postgresql://"))
-        return store_fail(err, -ENOTSUP, url,
-                          "PostgreSQL support is not built yet; use sqlite:PATH");
+        return pg_open(url, ret, err);
     const char *path = url;
     if (has_prefix(url, "sqlite:")) {
         path = url + strlen("sqlite:");
@@ -274,4 +339,23 @@ int store_learned_load(Store *s,
                        void *arg)
 {
     return s->ops->learned_load(s, fn, arg);
+}
+
+int store_lead(Store *s, const char *url, int64_t now_ms, Buf *err)
+{
+    if (now_ms < 0)
+        return -EINVAL;
+    return s->ops->lead(s, url, now_ms, err);
+}
+
+bool store_leading(Store *s, bool check)
+{
+    return s->ops->leading(s, check);
+}
+
+int store_leader(Store *s, char *url, size_t n, int64_t *since_ms)
+{
+    if (!url || !n || !since_ms)
+        return -EINVAL;
+    return s->ops->leader(s, url, n, since_ms);
 }

@@ -1,11 +1,12 @@
 /* store.h: the server's durable state behind one interface: jobs, their events and
  * usage records, the spans of time each node counted as capacity, team quota and
  * budget overrides, API tokens (hashed) and the MIG layouts the server set on each
- * node. SQLite (WAL) is the embedded back end; the PostgreSQL back end (libpq) slots in
- * behind the same functions.
+ * node. SQLite (WAL) is the embedded back end; PostgreSQL (libpq) the one for production
+ * and for several servers on one database, one of them leading (store_lead).
  *
  * Every write function is durable when it returns 0: the transaction is committed
- * and synced (SQLite: WAL with synchronous=FULL). Concurrent writers are
+ * and synced (SQLite: WAL with synchronous=FULL; PostgreSQL: synchronous_commit=on,
+ * forced on the writing session whatever the server's default). Concurrent writers are
  * group-committed: each caller's write waits for the one commit that carries it, so
  * many small submissions share an fsync. All functions are thread-safe.
  *
@@ -15,14 +16,18 @@
  * Errors: a negative errno (-EINVAL bad URL or arguments, a constraint the write broke
  * (an unknown job), -EEXIST a unique key already taken (a token's hash), -ENOENT the
  * database's directory is missing, -ENOTSUP a back end this build lacks or a database
- * written by a newer gpuorch, -EIO the database failed, -ENOMEM) with the reason
- * appended to err when given.
+ * written by a newer gpuorch, -EIO the database failed or cannot be reached, -ESTALE
+ * this Store led and lost its leadership, -ENOMEM) with the reason appended to err when
+ * given. A message that names a PostgreSQL URL shows it with its password masked
+ * (store_url_redact).
  *
  * A write that fails is not saved, whole: when its commit failed (an fsync), the store
  * writes again at once so that the failed commit's frames cannot come back from the log
  * after a crash, and the reason ends "(not saved)"; only when that write fails too (the
  * disk still failing) may the failed write still turn up at the next opening, and the
- * reason says so. Tested with failing allocations and I/O (tests/unit/test_store_faults.c). */
+ * reason says so. Tested with failing allocations and I/O (tests/unit/test_store_faults.c).
+ * PostgreSQL: a connection lost before its commit's answer leaves the write's fate
+ * unknown, and the reason says it may still be saved; otherwise "(not saved)". */
 #pragma once
 
 #include "util/buf.h"
@@ -33,12 +38,19 @@
 
 typedef struct Store Store;
 
-/* Open "sqlite:PATH", a bare PATH (SQLite), or "postgres://..." (-ENOTSUP until that
- * back end is built). Creates the database file on first use; its directory must exist
- * (-ENOENT). */
+/* Open "sqlite:PATH", a bare PATH (SQLite), or "postgres://..." / "postgresql://..."
+ * (libpq's URI syntax: postgres://USER:PASSWORD@HOST:PORT/DB?OPTIONS, or
+ * postgres:///DB?host=/SOCKET/DIR). SQLite creates the database file on first use; its
+ * directory must exist (-ENOENT). PostgreSQL: the database must exist; -EINVAL for a URL
+ * libpq cannot parse, -EIO for a server that cannot be reached or refuses the login. */
 int store_open(const char *url, Store **ret, Buf *err);
 void store_close(Store *s);
-/* The schema version the store is at (the newest migration applied). */
+/* url with its password masked, appended to out: postgres://user:secret@host/db becomes
+ * postgres://user:***@host/db, and a password=... in a query string or in key=value
+ * conninfo becomes password=***. Anything else is copied as it is. */
+void store_url_redact(const char *url, Buf *out);
+/* The schema version the store is at (the newest migration applied); both back ends
+ * number the same steps the same way. */
 int store_schema_version(Store *s);
 /* A cheap round trip to the database, for /healthz. 0 or -EIO. */
 int store_ping(Store *s);
@@ -246,3 +258,25 @@ int store_mig_set(Store *s, const char *node, unsigned index, const char *layout
 int store_mig_load(Store *s,
                    int (*fn)(void *arg, const char *node, unsigned index, const char *layout_json),
                    void *arg);
+
+/* Leadership: at most one server decides for a database; the others stand by.
+ * store_lead tries to become the leader, without waiting: 1 when this Store now leads
+ * (or already led), 0 when another server leads, or a negative errno. On becoming the
+ * leader it records url (how clients reach this server; may be NULL) and now_ms as the
+ * leader's, in the `leader` table (one row), in the same session.
+ * PostgreSQL: a session-level advisory lock (pg_try_advisory_lock with a fixed key) held
+ * on the write connection, so every write of the leader goes through the session that
+ * holds the lock and the lock goes when that session does (a leader killed, or its
+ * connection cut, loses it at once). Once leading, the write connection is never
+ * reconnected: when it is lost, this and every later write fail with -ESTALE
+ * ("this server is no longer the leader"), and store_leading returns false.
+ * SQLite: an exclusive flock(2) on the database file (never on the fcntl locks SQLite
+ * itself uses), held until store_close: 0 while another process holds it. */
+int store_lead(Store *s, const char *url, int64_t now_ms, Buf *err);
+/* Whether this Store leads. check: ask the database (PostgreSQL: that the write session
+ * still holds the lock, one round trip; SQLite: true once led) rather than the last
+ * known answer; a lost lock found here turns every later write into -ESTALE. */
+bool store_leading(Store *s, bool check);
+/* Who leads according to the `leader` table: the url (copied into url, at most n bytes
+ * with its NUL) and since_ms; 0, -ENOENT when none was ever recorded. */
+int store_leader(Store *s, char *url, size_t n, int64_t *since_ms);
