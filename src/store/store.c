@@ -355,7 +355,8 @@ bool store_leading(Store *s, bool check)
 
 int store_leader(Store *s, char *url, size_t n, int64_t *since_ms)
 {
-    if (!url || !n || !since_ms)
+    if (!url || !n)
         return -EINVAL;
-    return s->ops->leader(s, url, n, since_ms);
+    int64_t since;
+    return s->ops->leader(s, url, n, since_ms ? since_ms : &since);
 }

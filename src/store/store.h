@@ -278,5 +278,5 @@ int store_lead(Store *s, const char *url, int64_t now_ms, Buf *err);
  * known answer; a lost lock found here turns every later write into -ESTALE. */
 bool store_leading(Store *s, bool check);
 /* Who leads according to the `leader` table: the url (copied into url, at most n bytes
- * with its NUL) and since_ms; 0, -ENOENT when none was ever recorded. */
+ * with its NUL) and since_ms (when given); 0, -ENOENT when none was ever recorded. */
 int store_leader(Store *s, char *url, size_t n, int64_t *since_ms);

@@ -73,7 +73,7 @@ curl -fsS "$URL_B/metrics" | grep -qx 'gpuorch_leader 0' || fail "standby metric
 curl -fsS "$URL_A/metrics" | grep -qx 'gpuorch_leader 1' || fail "leader metrics"
 # the CLI, given the standby first, follows it to the leader
 GPUORCH_SERVER="$URL_B,$URL_A" GPUORCH_TOKEN=$ADMIN run 0 "$GPUORCH" nodes
-GPUORCH_SERVER=$BOTH GPUORCH_TOKEN=$ADMIN run 0 "$GPUORCH" whoami
+GPUORCH_SERVER=$BOTH GPUORCH_TOKEN=$ADMIN run 0 "$GPUORCH" queue
 
 # Workers make one file per run of their job; a second worker for the same run fails to.
 mkdir -p "$T/runs"
