@@ -1,10 +1,13 @@
 /* bench_store.c: durable submissions per second through the store: N threads, each
  * making single-job store_write calls (a job and its submit event, as the server writes
- * a submission), every call waiting until its commit is synced. The group commit lets
- * concurrent calls share one fsync, so the rate grows with the threads.
+ * a submission), every call waiting until its commit is durable. The group commit lets
+ * concurrent calls share one fsync (SQLite) or one WAL flush (PostgreSQL), so the rate
+ * grows with the threads.
  *
- * usage: bench_store [THREADS] [WRITES_PER_THREAD] [DIR]   (defaults 8 5000 /var/tmp)
- * DIR must be on the disk to be measured (not a tmpfs); the database is removed after. */
+ * usage: bench_store [THREADS] [WRITES_PER_THREAD] [DIR | URL]   (defaults 8 5000 /var/tmp)
+ * DIR: a SQLite database made in it (on the disk to be measured, not a tmpfs), removed
+ * after. URL: postgres://... (an empty database: its jobs are counted before and after;
+ * bench/pg.sh starts a throwaway server), or sqlite:PATH. */
 #include "store/store.h"
 
 #include <errno.h>
@@ -79,22 +82,31 @@ int main(int argc, char **argv)
     int per = argc > 2 ? atoi(argv[2]) : 5000;
     const char *base = argc > 3 ? argv[3] : "/var/tmp";
     if (threads < 1 || threads > 1024 || per < 1) {
-        fprintf(stderr, "usage: bench_store [THREADS 1-1024] [WRITES_PER_THREAD] [DIR]\n");
+        fprintf(stderr, "usage: bench_store [THREADS 1-1024] [WRITES_PER_THREAD] [DIR | URL]\n");
         return 2;
     }
-    char dir[512], path[600];
-    snprintf(dir, sizeof(dir), "%s/bench-store-XXXXXX", base);
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "bench_store: %s: %s\n", dir, strerror(errno));
-        return 1;
+    bool is_url = strncmp(base, "postgres://", 11) == 0 ||
+                  strncmp(base, "postgresql://", 13) == 0 || strncmp(base, "sqlite:", 7) == 0;
+    bool pg = is_url && strncmp(base, "sqlite:", 7) != 0;
+    char dir[512] = "", path[600];
+    if (is_url) {
+        snprintf(path, sizeof(path), "%s", base);
+    } else {
+        snprintf(dir, sizeof(dir), "%s/bench-store-XXXXXX", base);
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, "bench_store: %s: %s\n", dir, strerror(errno));
+            return 1;
+        }
+        snprintf(path, sizeof(path), "%s/state.db", dir);
     }
-    snprintf(path, sizeof(path), "%s/state.db", dir);
     Store *s;
     Buf err = {0};
     if (store_open(path, &s, &err) < 0) {
         fprintf(stderr, "bench_store: %s\n", buf_str(&err));
         return 1;
     }
+    long before = 0;
+    store_jobs_load(s, count_job, &before);
     Worker *w = calloc((size_t)threads, sizeof(*w));
     pthread_t *t = calloc((size_t)threads, sizeof(*t));
     pthread_barrier_t go;
@@ -113,17 +125,22 @@ int main(int argc, char **argv)
     double dt = now_s() - t0;
     long stored = 0;
     store_jobs_load(s, count_job, &stored);
-    printf("store: %d threads x %d single-job writes: %.0f jobs/s (sqlite WAL, synchronous=FULL; "
-           "%ld stored, %d failed, %.2f s)\n",
-           threads, per, (double)threads * per / dt, stored, failed, dt);
+    stored -= before;
+    printf("store: %d threads x %d single-job writes: %.0f jobs/s (%s; %ld stored, %d failed, "
+           "%.2f s)\n",
+           threads, per, (double)threads * per / dt,
+           pg ? "postgresql, synchronous_commit=on" : "sqlite WAL, synchronous=FULL", stored,
+           failed, dt);
     store_close(s);
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
-        char p[620];
-        snprintf(p, sizeof(p), "%s%s", path, suffix[i]);
-        unlink(p);
+    if (!is_url) {
+        const char *suffix[] = {"", "-wal", "-shm"};
+        for (int i = 0; i < 3; i++) {
+            char p[620];
+            snprintf(p, sizeof(p), "%s%s", path, suffix[i]);
+            unlink(p);
+        }
+        rmdir(dir);
     }
-    rmdir(dir);
     pthread_barrier_destroy(&go);
     free(w);
     free(t);
