@@ -7,7 +7,7 @@
  * usage: bench_store [THREADS] [WRITES_PER_THREAD] [DIR | URL]   (defaults 8 5000 /var/tmp)
  * DIR: a SQLite database made in it (on the disk to be measured, not a tmpfs), removed
  * after. URL: postgres://... (an empty database: its jobs are counted before and after;
- * bench/pg.sh starts a throwaway server), or sqlite:PATH. */
+ * bench/ha.sh starts a throwaway server), or sqlite:PATH. */
 #include "store/store.h"
 
 #include <errno.h>

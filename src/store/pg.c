@@ -2,10 +2,9 @@
  * leadership.
  *
  * Durability costs one WAL flush per commit (synchronous_commit=on, forced on the
- * writing session), so writes that arrive together share one, as in sqlite.c: a writer
- * queues its part and waits; whichever waiting thread finds no batch running takes
- * everything queued and sends it as one libpq pipeline, BEGIN, every part's statements,
- * COMMIT, one Sync: one round trip and one flush for the lot. When a part breaks a
+ * writing session), so writes that arrive together share one (group.h): a batch goes as
+ * one libpq pipeline, BEGIN, every part's statements, COMMIT, one Sync: one round trip
+ * and one flush for the lot. When a part breaks a
  * constraint the whole transaction is aborted; the batch is then replayed with a
  * savepoint per part (a round trip each), so only that part fails, as SQLite's batch
  * with savepoints does.
@@ -29,7 +28,7 @@
 #include <string.h>
 
 struct PgPending {
-    PgPending *next;
+    GroupPart g; /* first: the queue's link */
     const PgPart *part;
     void *arg;
     Buf *err;
@@ -37,8 +36,12 @@ struct PgPending {
     size_t n;       /* statements sent in this try */
     int r;
     bool sql_failed; /* one of its statements failed: the transaction is aborted */
-    bool done;
 };
+
+static PgPending *next_of(const PgPending *p)
+{
+    return (PgPending *)p->g.next;
+}
 
 const char *pg_i64(char buf[PG_NUM], int64_t v)
 {
@@ -264,7 +267,7 @@ static void end_pipeline(PgStore *db, Try *t)
 
 static void reset_parts(PgPending *batch)
 {
-    for (PgPending *p = batch; p; p = p->next) {
+    for (PgPending *p = batch; p; p = next_of(p)) {
         p->r = 0;
         p->sql_failed = false;
         if (p->err && p->err->len > p->err_len) {
@@ -285,7 +288,7 @@ static void try_fast(PgStore *db, PgPending *batch, Try *t)
     bool sent = pg_send(db, PW_BEGIN, 0, NULL, false, 0) == 0;
     if (!sent)
         t->nothing_ran = true;
-    for (PgPending *p = batch; p && sent; p = p->next)
+    for (PgPending *p = batch; p && sent; p = next_of(p))
         sent = send_part(db, p);
     sent = sent && pg_send(db, PW_COMMIT, 0, NULL, false, 0) == 0 &&
            PQpipelineSync(db->wconn) == 1 && flush_all(db->wconn) == 0;
@@ -298,7 +301,7 @@ static void try_fast(PgStore *db, PgPending *batch, Try *t)
         t->nothing_ran = true; /* a BEGIN refused: nothing after it ran */
     else if (t->gone && t->refused && !t->committed)
         t->nothing_ran = true; /* the session was shut before our BEGIN */
-    for (PgPending *p = batch; p && !t->gone; p = p->next)
+    for (PgPending *p = batch; p && !t->gone; p = next_of(p))
         take_part(db, p, t);
     if (!t->gone) {
         bool aborted = t->sql_failed || t->nothing_ran;
@@ -341,7 +344,7 @@ static void try_savepoints(PgStore *db, PgPending *batch, Try *t)
         ok = PQpipelineSync(db->wconn) == 1 && flush_all(db->wconn) == 0;
         ok = ok && take_own(db, t) && take_sync(db, t);
     }
-    for (PgPending *p = batch; p && ok; p = p->next) {
+    for (PgPending *p = batch; p && ok; p = next_of(p)) {
         ok = pg_send(db, PW_SAVEPOINT, 0, NULL, false, 0) == 0 && send_part(db, p) &&
              pg_send(db, PW_RELEASE, 0, NULL, false, 0) == 0 && PQpipelineSync(db->wconn) == 1 &&
              flush_all(db->wconn) == 0;
@@ -392,9 +395,9 @@ static void try_savepoints(PgStore *db, PgPending *batch, Try *t)
 
 static void set_lost(PgStore *db)
 {
-    pthread_mutex_lock(&db->lock);
+    pthread_mutex_lock(&db->group.lock);
     db->lost = true;
-    pthread_mutex_unlock(&db->lock);
+    pthread_mutex_unlock(&db->group.lock);
 }
 
 static int stale(PgStore *db, Buf *err)
@@ -463,7 +466,7 @@ static void run_batch(PgStore *db, PgPending *batch)
         PQfinish(db->wconn); /* the next batch connects anew */
         db->wconn = NULL;
     }
-    for (PgPending *p = batch; p; p = p->next) {
+    for (PgPending *p = batch; p; p = next_of(p)) {
         if (r == 0) {
             if (p->r == 0 && p->part->publish)
                 p->part->publish(p->arg);
@@ -480,54 +483,16 @@ static void run_batch(PgStore *db, PgPending *batch)
     buf_free(&t.why);
 }
 
+static void run_group(void *ctx, GroupPart *batch)
+{
+    run_batch(ctx, (PgPending *)batch);
+}
+
 int pg_commit(PgStore *db, const PgPart *part, void *arg, Buf *err)
 {
     PgPending me = {.part = part, .arg = arg, .err = err, .err_len = err ? err->len : 0};
-    pthread_mutex_lock(&db->lock);
-    if (db->tail)
-        db->tail->next = &me;
-    else
-        db->head = &me;
-    db->tail = &me;
-    while (!me.done) {
-        if (db->running) {
-            pthread_cond_wait(&db->cond, &db->lock);
-            continue;
-        }
-        db->running = true;
-        PgPending *batch = db->head;
-        db->head = db->tail = NULL;
-        pthread_mutex_unlock(&db->lock);
-        run_batch(db, batch);
-        pthread_mutex_lock(&db->lock);
-        /* read next before done: a part's owner may return as soon as it sees done */
-        for (PgPending *p = batch, *next; p; p = next) {
-            next = p->next;
-            p->done = true;
-        }
-        db->running = false;
-        pthread_cond_broadcast(&db->cond);
-    }
-    pthread_mutex_unlock(&db->lock);
+    group_commit(&db->group, &me.g, run_group, db);
     return me.r;
-}
-
-/* Take the writer for something other than a batch (the leadership), as a batch does. */
-static void writer_take(PgStore *db)
-{
-    pthread_mutex_lock(&db->lock);
-    while (db->running)
-        pthread_cond_wait(&db->cond, &db->lock);
-    db->running = true;
-    pthread_mutex_unlock(&db->lock);
-}
-
-static void writer_give(PgStore *db)
-{
-    pthread_mutex_lock(&db->lock);
-    db->running = false;
-    pthread_cond_broadcast(&db->cond);
-    pthread_mutex_unlock(&db->lock);
 }
 
 /* A statement on the writer outside a batch, with text parameters. */
@@ -539,10 +504,10 @@ static PGresult *writer_exec(PgStore *db, const char *sql, int n, const char *co
 static int pg_lead(Store *s, const char *url, int64_t now_ms, Buf *err)
 {
     PgStore *db = pg_of(s);
-    writer_take(db);
+    group_take(&db->group);
     int r = db->led ? (db->lost ? stale(db, err) : 1) : writer_ready(db, err);
     if (r != 0) {
-        writer_give(db);
+        group_give(&db->group);
         return r;
     }
     char key[PG_NUM], now[PG_NUM];
@@ -571,23 +536,23 @@ static int pg_lead(Store *s, const char *url, int64_t now_ms, Buf *err)
         }
     }
     if (r == 1) {
-        pthread_mutex_lock(&db->lock);
+        pthread_mutex_lock(&db->group.lock);
         db->led = true;
-        pthread_mutex_unlock(&db->lock);
+        pthread_mutex_unlock(&db->group.lock);
     }
-    writer_give(db);
+    group_give(&db->group);
     return r;
 }
 
 static bool pg_leading(Store *s, bool check)
 {
     PgStore *db = pg_of(s);
-    pthread_mutex_lock(&db->lock);
+    pthread_mutex_lock(&db->group.lock);
     bool leading = db->led && !db->lost;
-    pthread_mutex_unlock(&db->lock);
+    pthread_mutex_unlock(&db->group.lock);
     if (!leading || !check)
         return leading;
-    writer_take(db);
+    group_take(&db->group);
     leading = writer_ready(db, NULL) == 0;
     if (leading) {
         char key[PG_NUM];
@@ -604,7 +569,7 @@ static bool pg_leading(Store *s, bool check)
     }
     if (!leading)
         set_lost(db);
-    writer_give(db);
+    group_give(&db->group);
     return leading;
 }
 
@@ -696,8 +661,7 @@ static void pg_close(Store *s)
         PQclear(PQexec(db->wconn, "SELECT pg_advisory_unlock_all()"));
     PQfinish(db->wconn);
     PQfinish(db->rconn);
-    pthread_mutex_destroy(&db->lock);
-    pthread_cond_destroy(&db->cond);
+    group_destroy(&db->group);
     pthread_mutex_destroy(&db->rlock);
     free(db->url);
     free(db->label);
@@ -780,8 +744,7 @@ int pg_open(const char *url, Store **ret, Buf *err)
     if (!db)
         return -ENOMEM;
     db->base.ops = &pg_ops;
-    pthread_mutex_init(&db->lock, NULL);
-    pthread_cond_init(&db->cond, NULL);
+    group_init(&db->group);
     pthread_mutex_init(&db->rlock, NULL);
     Buf label = {0};
     store_url_redact(url, &label);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "store/backend.h"
+#include "store/group.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -74,10 +75,7 @@ typedef struct PgStore {
     char *secret; /* the password as libpq reads it, to mask in libpq's messages; NULL */
     PGconn *wconn;
     PGconn *rconn;
-    pthread_mutex_t lock; /* the queue of pending writes, `running`, `led` and `lost` */
-    pthread_cond_t cond;  /* a batch was committed */
-    PgPending *head, *tail;
-    bool running;          /* a thread is running a batch (or the leadership) on wconn */
+    GroupCommit group; /* the writers on wconn; its lock also guards `led` and `lost` */
     bool led;              /* store_lead succeeded: wconn holds the lock and is never replaced */
     bool lost;             /* led, and wconn's session is gone: writes fail -ESTALE */
     size_t queued;         /* statements sent in the current pipeline (pg_send counts) */

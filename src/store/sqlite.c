@@ -1,10 +1,8 @@
 /* sqlite.c: the SQLite back end's connections, its group commit and its leadership.
  *
  * Durability costs one fsync per commit (WAL, synchronous=FULL), so writes that arrive
- * together share one: a writer queues its part and waits; whichever waiting thread finds
- * no batch running becomes the leader, takes everything queued, runs it as one
- * transaction (BEGIN IMMEDIATE ... COMMIT) and wakes the others with their own results.
- * Each part runs under its own savepoint, so a part that breaks a constraint is rolled
+ * together share one (group.h): the batch runs as one transaction (BEGIN IMMEDIATE ...
+ * COMMIT) and each writer gets its own result. Each part runs under its own savepoint, so a part that breaks a constraint is rolled
  * back alone and the rest of the batch still commits. While one batch syncs, the next
  * one gathers, so the batch grows with the load and the fsync rate stays bounded.
  *
@@ -29,14 +27,18 @@
 #define BUSY_TIMEOUT_MS 10000
 
 struct SqlitePending {
-    SqlitePending *next;
+    GroupPart g; /* first: the queue's link */
     SqliteApply apply;
     SqlitePublish publish;
     void *arg;
     Buf *err;
     int r;
-    bool done;
 };
+
+static SqlitePending *next_of(const SqlitePending *p)
+{
+    return (SqlitePending *)p->g.next;
+}
 
 int sqlite_fail(SqliteStore *db, sqlite3 *conn, int rc, Buf *err)
 {
@@ -114,7 +116,7 @@ static void run_batch(SqliteStore *db, SqlitePending *batch)
 {
     Buf why = {0};
     int r = sqlite_run(db, db->wdb, db->ws[WS_BEGIN], &why);
-    for (SqlitePending *p = batch; p && r == 0; p = p->next) {
+    for (SqlitePending *p = batch; p && r == 0; p = next_of(p)) {
         if ((r = sqlite_run(db, db->wdb, db->ws[WS_SAVEPOINT], &why)) < 0)
             break;
         p->r = p->apply(db, p->arg, p->err);
@@ -136,7 +138,7 @@ static void run_batch(SqliteStore *db, SqlitePending *batch)
         sqlite3_exec(db->wdb, "ROLLBACK", NULL, NULL, NULL);
     if (r < 0 && committing)
         seal_failed_commit(db, &why);
-    for (SqlitePending *p = batch; p; p = p->next) {
+    for (SqlitePending *p = batch; p; p = next_of(p)) {
         if (r == 0) {
             if (p->r == 0 && p->publish)
                 p->publish(p->arg);
@@ -153,35 +155,15 @@ static void run_batch(SqliteStore *db, SqlitePending *batch)
     buf_free(&why);
 }
 
+static void run_group(void *ctx, GroupPart *batch)
+{
+    run_batch(ctx, (SqlitePending *)batch);
+}
+
 int sqlite_commit(SqliteStore *db, SqliteApply apply, SqlitePublish publish, void *arg, Buf *err)
 {
     SqlitePending me = {.apply = apply, .publish = publish, .arg = arg, .err = err};
-    pthread_mutex_lock(&db->lock);
-    if (db->tail)
-        db->tail->next = &me;
-    else
-        db->head = &me;
-    db->tail = &me;
-    while (!me.done) {
-        if (db->leading) {
-            pthread_cond_wait(&db->cond, &db->lock);
-            continue;
-        }
-        db->leading = true;
-        SqlitePending *batch = db->head;
-        db->head = db->tail = NULL;
-        pthread_mutex_unlock(&db->lock);
-        run_batch(db, batch);
-        pthread_mutex_lock(&db->lock);
-        /* read next before done: a part's owner may return as soon as it sees done */
-        for (SqlitePending *p = batch, *next; p; p = next) {
-            next = p->next;
-            p->done = true;
-        }
-        db->leading = false;
-        pthread_cond_broadcast(&db->cond);
-    }
-    pthread_mutex_unlock(&db->lock);
+    group_commit(&db->group, &me.g, run_group, db);
     return me.r;
 }
 
@@ -236,8 +218,7 @@ static void sqlite_close(Store *s)
         sqlite3_finalize(db->rs[i]);
     sqlite3_close(db->rdb);
     sqlite3_close(db->wdb);
-    pthread_mutex_destroy(&db->lock);
-    pthread_cond_destroy(&db->cond);
+    group_destroy(&db->group);
     pthread_mutex_destroy(&db->rlock);
     if (db->lead_fd >= 0)
         close(db->lead_fd); /* drops the flock */
@@ -347,8 +328,7 @@ int sqlite_open(const char *path, Store **ret, Buf *err)
     if (!db)
         return -ENOMEM;
     db->base.ops = &sqlite_ops;
-    pthread_mutex_init(&db->lock, NULL);
-    pthread_cond_init(&db->cond, NULL);
+    group_init(&db->group);
     pthread_mutex_init(&db->rlock, NULL);
     pthread_mutex_init(&db->lead_lock, NULL);
     db->lead_fd = -1;

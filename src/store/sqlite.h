@@ -7,6 +7,7 @@
 #pragma once
 
 #include "store/backend.h"
+#include "store/group.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -69,10 +70,7 @@ typedef struct SqliteStore {
     sqlite3 *rdb;
     sqlite3_stmt *ws[WS_COUNT];
     sqlite3_stmt *rs[RS_COUNT];
-    pthread_mutex_t lock; /* the queue of pending writes and `leading` */
-    pthread_cond_t cond;  /* a batch was committed */
-    SqlitePending *head, *tail;
-    bool leading;              /* a thread is running a batch on wdb */
+    GroupCommit group; /* the writers on wdb */
     pthread_mutex_t rlock;     /* rdb and its statements */
     pthread_mutex_t lead_lock; /* lead_fd */
     int lead_fd;               /* the database file, flock'ed while this Store leads; -1 */

@@ -214,7 +214,8 @@ PY
 python3 -c 'import json,sys; [print(j["id"]) for j in json.load(open(sys.argv[1]))["jobs"] if j["state"] == "pending"]' "$T/out" |
     GPUORCH_SERVER=$BOTH GPUORCH_TOKEN=$ADMIN xargs -r "$GPUORCH" cancel >/dev/null
 i=0
-until api GET "/api/v1/jobs?state=active&limit=1" && json_ok "$T/out" 'len(d["jobs"]) == 0' 2>/dev/null; do
+until api GET "/api/v1/jobs?state=active&limit=1" &&
+    python3 -c 'import json,sys; sys.exit(len(json.load(open(sys.argv[1]))["jobs"]) != 0)' "$T/out"; do
     i=$((i + 1))
     [ $i -lt 300 ] || fail "jobs still active 30 s after the submissions stopped"
     sleep 0.1
