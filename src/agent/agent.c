@@ -1059,7 +1059,8 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
 
     if ((r = http_client_new(o->server_url, o->token, AGENT_HTTP_TIMEOUT_MS, &a->http)) < 0) {
         if (r == -EINVAL)
-            buf_printf(err, "--server '%s': expected http://HOST:PORT (or up to 8, comma-separated)",
+            buf_printf(err,
+                       "--server '%s': expected http://HOST:PORT (or up to 8, comma-separated)",
                        o->server_url);
         else
             buf_puts(err, "out of memory");

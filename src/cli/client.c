@@ -151,8 +151,9 @@ int client_connect(Client *c)
     }
     int r = http_client_new(c->server, c->token, 0, &c->http);
     if (r == -EINVAL) {
-        client_error(c, "%s must be an http:// or https:// URL (or up to 8, comma-separated), not '%s'",
-                     c->server_from_env ? "GPUORCH_SERVER" : "--server", c->server);
+        client_error(
+            c, "%s must be an http:// or https:// URL (or up to 8, comma-separated), not '%s'",
+            c->server_from_env ? "GPUORCH_SERVER" : "--server", c->server);
         return 2;
     }
     if (r < 0) {

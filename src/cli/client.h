@@ -36,8 +36,8 @@ enum { CLIENT_OPT_SERVER = 0x100, CLIENT_OPT_TOKEN };
 
 /* The common options, for each command's --help. */
 #define CLIENT_HELP                                                                                \
-    "  --server URL[,URL]   the gpuorch server, or the servers of an HA group, tried in\n"        \
-    "                       turn (else $GPUORCH_SERVER, else " CLIENT_DEFAULT_SERVER ")\n"        \
+    "  --server URL[,URL]   the gpuorch server, or the servers of an HA group, tried in\n"         \
+    "                       turn (else $GPUORCH_SERVER, else " CLIENT_DEFAULT_SERVER ")\n"         \
     "  --token TOKEN        the API token (else $GPUORCH_TOKEN, else the file\n"                   \
     "                       ./" CLIENT_TOKEN_FILE ")\n"
 

@@ -22,8 +22,8 @@ int server_advertise_url(const char *flag, const char *host, const HttpListener 
                          size_t n, Buf *err)
 {
     if (flag) {
-        if ((strncmp(flag, "http://", 7) && strncmp(flag, "https://", 8)) ||
-            strlen(flag) >= n || strpbrk(flag, " ,")) {
+        if ((strncmp(flag, "http://", 7) && strncmp(flag, "https://", 8)) || strlen(flag) >= n ||
+            strpbrk(flag, " ,")) {
             buf_printf(err, "--advertise-url must be http://HOST:PORT or https://..., not '%s'",
                        flag);
             return -EINVAL;

@@ -172,8 +172,8 @@ static char *origin_of(const char *url)
 /* One request to one base. 0 when a reply came; else the curl error as an errno, with
  * *sent set when the request may have reached the server. */
 static int attempt(HttpClient *h, const char *base, const char *method, const char *path,
-                   struct curl_slist *headers, const char *body, size_t len, Heard *hd,
-                   bool *sent, Buf *err)
+                   struct curl_slist *headers, const char *body, size_t len, Heard *hd, bool *sent,
+                   Buf *err)
 {
     HttpReply *ret = hd->reply;
     buf_reset(&ret->body);
@@ -229,9 +229,9 @@ static int attempt(HttpClient *h, const char *base, const char *method, const ch
 
 /* How many times one request goes round the server list before giving up, and how long
  * it waits between rounds: long enough for a standby to take over (docs/ha.md). */
-#define ROUNDS          20
-#define ROUND_WAIT_MS   500
-#define MAX_REDIRECTS   3
+#define ROUNDS        20
+#define ROUND_WAIT_MS 500
+#define MAX_REDIRECTS 3
 
 int http_request_headers(HttpClient *h, const char *method, const char *path,
                          const char *const *extra, const char *content_type, const char *body,

@@ -129,9 +129,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (get && !strcmp(url, "/readyz")) {
         Buf b = {0};
         buf_printf(&b, "standby: the leader is %s\n", leader);
-        enum MHD_Result r =
-            reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, text, b.oom ? "standby\n" : buf_str(&b),
-                  NULL);
+        enum MHD_Result r = reply(conn, MHD_HTTP_SERVICE_UNAVAILABLE, text,
+                                  b.oom ? "standby\n" : buf_str(&b), NULL);
         buf_free(&b);
         return r;
     }
@@ -182,16 +181,16 @@ int standby_start(HttpListener *l, Store *st, const char *self_url, Standby **re
     sb->st = st;
     pthread_mutex_init(&sb->lock, NULL);
     /* MHD_USE_ITC: the listening socket can be handed back (MHD_quiesce_daemon) */
-    unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-                     MHD_USE_ITC;
+    unsigned flags =
+        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (l->v6)
         flags |= MHD_USE_IPv6;
     sb->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, sb, MHD_OPTION_EXTERNAL_LOGGER,
                              on_mhd_log, sb, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)l->fd,
                              MHD_OPTION_THREAD_POOL_SIZE, (unsigned)STANDBY_THREADS,
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)STANDBY_CONN_TIMEOUT,
-                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, sb,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, sb, MHD_OPTION_END);
+                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, sb, MHD_OPTION_NOTIFY_COMPLETED,
+                             on_completed, sb, MHD_OPTION_END);
     if (!sb->d) {
         pthread_mutex_destroy(&sb->lock);
         free(sb->self);

@@ -640,8 +640,9 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     if (r == 0) {
         char at[256] = "";
         store_leader(s->store, at, sizeof(at), NULL);
-        buf_printf(err, "another server leads the store %s%s%s; a second server waits as a "
-                        "standby only when started by `gpuorch server`",
+        buf_printf(err,
+                   "another server leads the store %s%s%s; a second server waits as a "
+                   "standby only when started by `gpuorch server`",
                    buf_str(&shown), *at ? " from " : "", at);
         r = -EBUSY;
     }
@@ -704,8 +705,7 @@ int server_open(const ServerOptions *o, Server **ret, Buf *err)
     }
     s->order_stale = true;
     log_info("event=store_loaded db=%s jobs=%zu unloadable=%zu holding=%zu queued=%zu",
-             buf_str(&shown),
-             lc.n_loaded, lc.n_bad, s->n_holding, sched_queue_len(&s->sched));
+             buf_str(&shown), lc.n_loaded, lc.n_bad, s->n_holding, sched_queue_len(&s->sched));
 
     if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
         buf_printf(err, "cannot start the scheduler thread");

@@ -132,11 +132,7 @@ typedef struct ProviderNode {
 typedef struct ServerOptions {
     const char *config_path;     /* cluster spec */
     const char *db_url;          /* "sqlite:PATH" or "postgres://..." */
-    /* The store, opened and leading (store_lead) by the caller, which a standby does while
-     * it waits to lead; server_open takes it, even when it fails. NULL: server_open opens
-     * db_url and leads it, or fails with -EBUSY when another server leads it. */
-    Store *store;
-    const char *advertise_url; /* how clients reach this server, recorded as the leader's */
+    const char *advertise_url;   /* how clients reach this server, recorded as the leader's */
     const char *data_dir;        /* admin.token and logs/ go here (the database's directory) */
     int64_t heartbeat_ms;        /* what agents are told (default 500) */
     int64_t lost_after_ms;       /* silence that makes a node lost (default 40000) */
@@ -149,6 +145,10 @@ typedef struct ServerOptions {
     int64_t max_ended_jobs;      /* and at most this many ended jobs stay (0: 10,000) */
     ProviderKind provider;       /* who starts and stops the nodes of autoscaled pools */
     const char *provider_script; /* PROVIDER_EXEC: the script */
+    /* The store, opened and leading (store_lead) by the caller, which a standby does while
+     * it waits to lead; server_open takes it, even when it fails. NULL: server_open opens
+     * db_url and leads it, or fails with -EBUSY when another server leads it. */
+    Store *store;
     /* An engine outside the server carries out its decisions (the Kubernetes engine,
      * src/kube): the cluster it built (server_open takes it; config_path then only names
      * it in messages), nodes' readiness from it rather than from agents' heartbeats, and

@@ -75,7 +75,7 @@ typedef struct PgStore {
     char *secret; /* the password as libpq reads it, to mask in libpq's messages; NULL */
     PGconn *wconn;
     PGconn *rconn;
-    GroupCommit group; /* the writers on wconn; its lock also guards `led` and `lost` */
+    GroupCommit group;     /* the writers on wconn; its lock also guards `led` and `lost` */
     bool led;              /* store_lead succeeded: wconn holds the lock and is never replaced */
     bool lost;             /* led, and wconn's session is gone: writes fail -ESTALE */
     size_t queued;         /* statements sent in the current pipeline (pg_send counts) */

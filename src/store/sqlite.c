@@ -2,9 +2,10 @@
  *
  * Durability costs one fsync per commit (WAL, synchronous=FULL), so writes that arrive
  * together share one (group.h): the batch runs as one transaction (BEGIN IMMEDIATE ...
- * COMMIT) and each writer gets its own result. Each part runs under its own savepoint, so a part that breaks a constraint is rolled
- * back alone and the rest of the batch still commits. While one batch syncs, the next
- * one gathers, so the batch grows with the load and the fsync rate stays bounded.
+ * COMMIT) and each writer gets its own result. Each part runs under its own savepoint, so a part
+ * that breaks a constraint is rolled back alone and the rest of the batch still commits. While one
+ * batch syncs, the next one gathers, so the batch grows with the load and the fsync rate stays
+ * bounded.
  *
  * Leadership is an exclusive flock(2) on the database file through a descriptor of its
  * own: SQLite locks with fcntl(2) byte ranges, which flock neither sees nor disturbs on

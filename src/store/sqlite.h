@@ -70,7 +70,7 @@ typedef struct SqliteStore {
     sqlite3 *rdb;
     sqlite3_stmt *ws[WS_COUNT];
     sqlite3_stmt *rs[RS_COUNT];
-    GroupCommit group; /* the writers on wdb */
+    GroupCommit group;         /* the writers on wdb */
     pthread_mutex_t rlock;     /* rdb and its statements */
     pthread_mutex_t lead_lock; /* lead_fd */
     int lead_fd;               /* the database file, flock'ed while this Store leads; -1 */

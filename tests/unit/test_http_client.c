@@ -78,11 +78,11 @@ static void peer_start(Peer *p, Kind kind, const char *leader)
     p->kind = kind;
     if (leader)
         snprintf(p->leader, sizeof(p->leader), "%s", leader);
-    p->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL,
-                            on_request, p, MHD_OPTION_SOCK_ADDR,
-                            &(struct sockaddr_in){.sin_family = AF_INET,
-                                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
-                            MHD_OPTION_END);
+    p->d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, on_request, p,
+        MHD_OPTION_SOCK_ADDR,
+        &(struct sockaddr_in){.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)},
+        MHD_OPTION_END);
     assert_non_null(p->d);
     p->port = MHD_get_daemon_info(p->d, MHD_DAEMON_INFO_BIND_PORT)->port;
     snprintf(p->url, sizeof(p->url), "http://127.0.0.1:%d", p->port);
