@@ -3,8 +3,9 @@
 # bench/RESULTS.md, appended to OUT).
 #   1. durable submissions per second through the API: a release server on SQLite and
 #      one on a throwaway PostgreSQL 15 (tests/cli/pg.sh: fsync on, a unix socket),
-#      eight clients submitting one job per request for 10 s, three rounds each,
-#      alternating between the two in one run;
+#      eight clients submitting one job per request for 10 s, five rounds each,
+#      alternating between the two in one run (the other server stopped meanwhile),
+#      and the median round of each;
 #   2. the store alone (bench_store) on both, durable single-job writes from 8 threads;
 #   3. failover: tests/cli/test_sys_ha.sh, the leader SIGKILLed 20 times under concurrent
 #      submissions, and the time each takeover took.
@@ -58,7 +59,7 @@ PID_sqlite=$!
 serve pg "$PG_URL"
 PID_pg=$!
 : >"$T/submit.txt"
-for round in 1 2 3; do
+for round in 1 2 3 4 5; do
     for db in sqlite pg; do
         eval "url=\$URL_$db token=\$TOKEN_$db"
         # the other server is stopped meanwhile: its cycles over its own queue would
@@ -85,13 +86,19 @@ HA=$(HA_FAILOVERS=20 tests/cli/test_sys_ha.sh "$BIN" 2>&1 | grep -E '^(takeover|
     echo "Durable submissions through the API (target on PostgreSQL: at least 2,000 per second):"
     echo "a release \`gpuorch server\` on SQLite (WAL, \`synchronous=FULL\`) and one on PostgreSQL"
     echo "15 on the same machine (fsync on, \`synchronous_commit=on\`, a unix socket), each 201"
-    echo "sent once its job is committed; eight clients, one job per request, 10 s a round,"
-    echo "rounds alternating between the two on one growing queue each (no agents), the server"
+    echo "sent once its job is committed; eight clients, one job per request, 10 s a round;"
+    echo "five rounds each, alternating between the two, on one growing queue each (no agents), the server"
     echo "not measured stopped (SIGSTOP) meanwhile:"
     echo
     echo '```'
     cat "$T/submit.txt"
     echo '```'
+    echo
+    for db in sqlite pg; do
+        grep "^$db " "$T/submit.txt" | sed 's/.*: \([0-9]*\) jobs\/s$/\1/' | sort -n | sed -n 3p |
+            xargs printf "Median round, %s: %s jobs/s. " "$db"
+    done
+    echo
     echo
     echo "Command: \`$BUILD/bench_api submit URL TOKEN 8 10 search\` against"
     echo "\`$BIN server --config examples/cluster-demo.yaml --db sqlite:DIR/gpuorch.db\` and"

@@ -161,6 +161,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
     char msg[256];

@@ -240,7 +240,7 @@ def cases(toks):
 
 
 # answers that may be 2xx: public routes asked without a token, a member's own list
-PUBLIC = {"/healthz", "/metrics", "/", "/web/{*}"}
+PUBLIC = {"/healthz", "/readyz", "/metrics", "/", "/web/{*}"}
 
 
 def check(case, public_ok):
