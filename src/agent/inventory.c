@@ -1,0 +1,62 @@
+/* inventory.c: the agent's read-only look at its GPUs (inventory.h). The GPUs are
+ * printed exactly as the heartbeat carries them (proto.c), so what this shows is what
+ * the server would be told. */
+#include "agent/inventory.h"
+
+#include "agent/gpus.h"
+#include "agent/proto.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+
+int agent_inventory(const char *gpus_spec, const char *node, Buf *out, Buf *err)
+{
+    GpuBackend *b = NULL;
+    /* no state directory: simulated GPUs start from their defaults and keep nothing */
+    int r = gpus_open(gpus_spec, node, NULL, &b, err);
+    if (r < 0)
+        return r;
+    AgentGpu *gpus = NULL;
+    size_t n = 0;
+    GpuProcess *procs = NULL;
+    size_t n_procs = 0;
+    Buf report = {0};
+    json_t *root = NULL;
+    if ((r = b->ops->discover(b, &gpus, &n, err)) < 0)
+        goto out;
+    if (b->ops->processes && (r = b->ops->processes(b, &procs, &n_procs, err)) < 0)
+        goto out;
+    if ((r = proto_heartbeat(node, NULL, "", NULL, gpus, n, NULL, 0, NULL, false, &report)) < 0) {
+        buf_puts(err, "out of memory");
+        goto out;
+    }
+    json_error_t je;
+    json_t *hb = json_loadb(report.data, report.len, 0, &je);
+    json_t *pa = json_array();
+    for (size_t i = 0; i < n_procs && pa; i++)
+        json_array_append_new(pa, json_pack("{sI sI}", "pid", (json_int_t)procs[i].pid, "used_mib",
+                                            (json_int_t)procs[i].used_mib));
+    json_t *ga = json_object_get(hb, "gpus");
+    if (ga && pa)
+        root = json_pack("{ss ss sO sO}", "node", node, "backend", b->ops->name, "gpus", ga,
+                         "processes", pa);
+    json_decref(pa);
+    json_decref(hb);
+    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (!text) {
+        r = -ENOMEM;
+        buf_puts(err, "out of memory");
+        goto out;
+    }
+    buf_puts(out, text);
+    buf_putc(out, '\n');
+    free(text);
+out:
+    json_decref(root);
+    buf_free(&report);
+    free(procs);
+    free(gpus);
+    gpus_close(b);
+    return r;
+}
