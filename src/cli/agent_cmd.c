@@ -32,7 +32,7 @@ static void usage(FILE *f)
             "                     [--checkpoint-root DIR] [--spot-notice none|aws|gcp|azure]\n"
             "                     [--metadata-url URL] [--notice-poll-ms MS]\n"
             "                     [--worker-user USER] [--worker-group GROUP]\n"
-            "                     [--allow-root-workers] [--no-cgroups]\n\n"
+            "                     [--allow-root-workers] [--no-cgroups] [--sysfs-root DIR]\n\n"
             "Runs the node agent in the foreground: reports this node's GPUs and workers to\n"
             "the server, applies MIG layouts, starts and stops workers, ships their logs.\n\n"
             "  --server URL[,URL]    the gpuorch server, or the servers of an HA group, tried\n"
@@ -56,6 +56,8 @@ static void usage(FILE *f)
             "  --allow-root-workers  allow a worker to run as uid 0 or group 0 (single-user\n"
             "                        labs); refused otherwise\n"
             "  --no-cgroups          no cgroup per worker, even where cgroup v2 is delegated\n"
+            "  --sysfs-root DIR      read the RDMA devices and interfaces for NCCL's settings\n"
+            "                        under DIR instead of /sys (for tests)\n"
             "An agent running as root runs each worker as its team's user; one that is not\n"
             "root runs every worker as itself.\n\n"
             "SIGTERM or SIGINT shut the node down: workers that can checkpoint do, all stop,\n"
@@ -81,6 +83,7 @@ int cmd_agent(int argc, char **argv)
         {"worker-group", required_argument, NULL, 'G'},
         {"allow-root-workers", no_argument, NULL, 'R'},
         {"no-cgroups", no_argument, NULL, 'C'},
+        {"sysfs-root", required_argument, NULL, 'Y'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -145,6 +148,9 @@ int cmd_agent(int argc, char **argv)
             break;
         case 'C':
             o.no_cgroups = true;
+            break;
+        case 'Y':
+            o.sysfs_root = optarg;
             break;
         case 'h':
             usage(stdout);
