@@ -11,6 +11,7 @@
 #include "agent/gpus.h"
 #include "agent/keeper.h"
 #include "agent/launch.h"
+#include "agent/nccl_fabric.h"
 #include "agent/notice.h"
 #include "agent/proto.h"
 #include "agent/upload.h"
@@ -43,6 +44,7 @@ struct Agent {
     char *exits_dir; /* the keepers' records of how workers ended (keeper.h) */
     int lock_fd;
     LaunchPolicy launch; /* who workers run as, their limits and cgroups (launch.h) */
+    FabricInfo fabric;   /* the node's RDMA ports and interfaces, read at start (fabric.h) */
     HttpClient *http;
     NoticeWatch *notice; /* NULL: not a spot machine */
     GpuBackend *gb;
@@ -293,11 +295,39 @@ static int start_worker(void *arg, pid_t *ret_pid, Buf *err)
     return launch_worker(s->policy, s->a, s->ckpt_dir, s->env, s->log_path, ret_pid, err);
 }
 
+/* One line at start: what discovery found, and the kind it would infer without a
+ * label, so an operator sees why a worker did or did not get NCCL settings. */
+static void log_fabric(const FabricInfo *f)
+{
+    size_t active = 0, up = 0;
+    for (size_t i = 0; i < f->n_ports; i++)
+        active += f->ports[i].active;
+    for (size_t i = 0; i < f->n_ifs; i++)
+        up += f->ifs[i].up;
+    log_info("event=fabric rdma_ports=%zu active=%zu interfaces=%zu up=%zu inferred=%s", f->n_ports,
+             active, f->n_ifs, up, nccl_fabric_kind_name(nccl_fabric_kind_infer(f)));
+}
+
+/* launch_env with the node's NCCL settings for w's fabric (nccl_fabric.h) when its run
+ * spans nodes. Cheap: the table is applied to what discovery read at start. */
+static int worker_env(Agent *a, Worker *w, const char *ckpt_dir, char ***ret_env, Buf *err)
+{
+    char **fabric = NULL;
+    int r = w->a.multi_node ? nccl_fabric_env(&a->fabric, w->a.fabric, &fabric) : 0;
+    if (r < 0) {
+        buf_puts(err, "out of memory");
+        return r;
+    }
+    r = launch_env(&w->a, a->gpus, a->n_gpus, ckpt_dir, environ, fabric, ret_env, err);
+    nccl_fabric_env_free(fabric);
+    return r;
+}
+
 static void try_launch(Agent *a, Worker *w, int64_t mono)
 {
     Buf err = {0};
     char **env = NULL;
-    int r = launch_env(&w->a, a->gpus, a->n_gpus, "", environ, &env, &err);
+    int r = worker_env(a, w, "", &env, &err);
     launch_env_free(env);
     env = NULL;
     if (r == -EAGAIN) {
@@ -341,7 +371,7 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
     }
     if ((r = afile_mkdir_p(w->ckpt_dir)) < 0) {
         buf_printf(&err, "cannot make the checkpoint directory %s: %s", w->ckpt_dir, strerror(-r));
-    } else if ((r = launch_env(&w->a, a->gpus, a->n_gpus, w->ckpt_dir, environ, &env, &err)) == 0) {
+    } else if ((r = worker_env(a, w, w->ckpt_dir, &env, &err)) == 0) {
         struct stat st;
         w->log_base = stat(w->log_path, &st) == 0 ? (int64_t)st.st_size : 0;
         w->log_sent = 0;
@@ -971,6 +1001,8 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
     }
     a->lock_fd = -1;
     a->heartbeat_ms = AGENT_FIRST_HEARTBEAT_MS;
+    fabric_discover(o->sysfs_root, &a->fabric);
+    log_fabric(&a->fabric);
     int r;
     a->node = strdup(o->node);
     a->gpus_spec = strdup(o->gpus ? o->gpus : "nvml");

@@ -33,7 +33,7 @@ static void usage(FILE *f)
             "                     [--checkpoint-root DIR] [--spot-notice none|aws|gcp|azure]\n"
             "                     [--metadata-url URL] [--notice-poll-ms MS]\n"
             "                     [--worker-user USER] [--worker-group GROUP]\n"
-            "                     [--allow-root-workers] [--no-cgroups]\n"
+            "                     [--allow-root-workers] [--no-cgroups] [--sysfs-root DIR]\n"
             "       gpuorch agent --inventory [--gpus nvml|sim:MODEL:COUNT] [--node NAME]\n\n"
             "Runs the node agent in the foreground: reports this node's GPUs and workers to\n"
             "the server, applies MIG layouts, starts and stops workers, ships their logs.\n\n"
@@ -61,6 +61,8 @@ static void usage(FILE *f)
             "  --inventory           print what the agent sees on the GPUs of --gpus (as the\n"
             "                        heartbeat reports them, and their processes) and exit;\n"
             "                        changes nothing, needs no server\n"
+            "  --sysfs-root DIR      read the RDMA devices and interfaces for NCCL's settings\n"
+            "                        under DIR instead of /sys (for tests)\n"
             "An agent running as root runs each worker as its team's user; one that is not\n"
             "root runs every worker as itself.\n\n"
             "SIGTERM or SIGINT shut the node down: workers that can checkpoint do, all stop,\n"
@@ -87,6 +89,7 @@ int cmd_agent(int argc, char **argv)
         {"allow-root-workers", no_argument, NULL, 'R'},
         {"no-cgroups", no_argument, NULL, 'C'},
         {"inventory", no_argument, NULL, 'I'},
+        {"sysfs-root", required_argument, NULL, 'Y'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -155,6 +158,9 @@ int cmd_agent(int argc, char **argv)
             break;
         case 'I':
             inventory = true;
+            break;
+        case 'Y':
+            o.sysfs_root = optarg;
             break;
         case 'h':
             usage(stdout);

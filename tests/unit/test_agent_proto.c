@@ -259,6 +259,10 @@ static void test_bad_assignments(void **state)
         {"{\"job\": 1, \"run\": 1, \"rank\": 0, \"command\": [\"x\"], \"grace_ms\": -1}",
          "'grace_ms' must be a whole number"},
         {"{\"job\": 0, \"run\": 1, \"rank\": 0, \"command\": [\"x\"]}", "'job', 'run' and 'rank'"},
+        {"{\"job\": 1, \"run\": 1, \"rank\": 0, \"command\": [\"x\"], \"fabric\": 3}",
+         "'fabric' must be a string"},
+        {"{\"job\": 1, \"run\": 1, \"rank\": 0, \"command\": [\"x\"], \"multi_node\": 1}",
+         "'multi_node' must be true or false"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *o = json_loads(cases[i].spec, 0, NULL);
@@ -285,6 +289,17 @@ static void test_bad_assignments(void **state)
     assert_string_equal(a.argv[1], "y");
     assert_null(a.argv[2]);
     assert_null(a.env[0]);
+    assert_null(a.fabric);
+    assert_false(a.multi_node);
+    assign_free(&a);
+    json_decref(o);
+    /* the node's pool's fabric label and whether the run spans nodes */
+    o = json_loads("{\"job\": 4, \"run\": 1, \"rank\": 3, \"world_size\": 16, \"command\": "
+                   "[\"x\"], \"fabric\": \"infiniband-ndr\", \"multi_node\": true}",
+                   0, NULL);
+    assert_int_equal(assign_parse(o, &a, &err), 0);
+    assert_string_equal(a.fabric, "infiniband-ndr");
+    assert_true(a.multi_node);
     assign_free(&a);
     json_decref(o);
     assert_int_equal(assign_signal_from_name("SIGTERM"), SIGTERM);
