@@ -3,7 +3,8 @@
 # parts of the agent against the real driver and say what it saw: `gpuorch agent
 # --inventory --gpus nvml` (discovery: models as the catalogue knows them, memory, MIG
 # mode and instances with their UUIDs, NVLink peers, the compute processes), beside what
-# nvidia-smi says when it is installed. Nothing is changed: no MIG layout is applied, no
+# nvidia-smi says when it is installed, and the RDMA devices and NCCL settings the agent
+# would give a multi-node job. Nothing is changed: no MIG layout is applied, no
 # worker is started, no server is needed. Exits 1 when the agent cannot read the GPUs.
 set -eu
 GPUORCH=${1:-build/gpuorch}
@@ -30,6 +31,12 @@ for g in d["gpus"]:
             print("    %s: %s" % (k, json.dumps(g[k])))
 print("  %d compute process(es)%s" % (len(d["processes"]), "".join(
     "\n    pid %d: %d MiB" % (p["pid"], p["used_mib"]) for p in d["processes"])))
+f = d["fabric"]
+print("  fabric: %s; RDMA ports: %s" % (f["inferred"], ", ".join(
+    "%s:%d %s%s" % (p["device"], p["port"], p["link"], "" if p["active"] else " (down)")
+    for p in f["ports"]) or "none"))
+print("  NCCL settings a multi-node job would get (when the pool names no fabric): %s" % (
+    " ".join(f["nccl_env"]) or "none"))
 PY
 if command -v nvidia-smi >/dev/null 2>&1; then
     echo "gpu-check: nvidia-smi says:"

@@ -34,7 +34,8 @@ static void usage(FILE *f)
             "                     [--metadata-url URL] [--notice-poll-ms MS]\n"
             "                     [--worker-user USER] [--worker-group GROUP]\n"
             "                     [--allow-root-workers] [--no-cgroups] [--sysfs-root DIR]\n"
-            "       gpuorch agent --inventory [--gpus nvml|sim:MODEL:COUNT] [--node NAME]\n\n"
+            "       gpuorch agent --inventory [--gpus nvml|sim:MODEL:COUNT] [--node NAME]\n"
+            "                     [--sysfs-root DIR]\n\n"
             "Runs the node agent in the foreground: reports this node's GPUs and workers to\n"
             "the server, applies MIG layouts, starts and stops workers, ships their logs.\n\n"
             "  --server URL[,URL]    the gpuorch server, or the servers of an HA group, tried\n"
@@ -59,7 +60,8 @@ static void usage(FILE *f)
             "                        labs); refused otherwise\n"
             "  --no-cgroups          no cgroup per worker, even where cgroup v2 is delegated\n"
             "  --inventory           print what the agent sees on the GPUs of --gpus (as the\n"
-            "                        heartbeat reports them, and their processes) and exit;\n"
+            "                        heartbeat reports them, their processes, and the RDMA\n"
+            "                        devices NCCL's settings come from) and exit;\n"
             "                        changes nothing, needs no server\n"
             "  --sysfs-root DIR      read the RDMA devices and interfaces for NCCL's settings\n"
             "                        under DIR instead of /sys (for tests)\n"
@@ -186,7 +188,7 @@ int cmd_agent(int argc, char **argv)
     }
     if (inventory) {
         Buf out = {0}, err = {0};
-        int r = agent_inventory(o.gpus, o.node, &out, &err);
+        int r = agent_inventory(o.gpus, o.node, o.sysfs_root, &out, &err);
         if (r < 0)
             fprintf(stderr, "gpuorch agent: %s\n", buf_str(&err));
         else

@@ -3,7 +3,8 @@
 # test double (tests/nvml/nvml_double.c, built beside the test binaries: no GPU here):
 # the GPUs as the heartbeat would report them (models, memory, MIG instances with their
 # UUIDs, NVLink peers from the links NVML reports), the processes with their memory, and
-# nothing changed; without a driver, a clear error. Simulated GPUs print the same shape.
+# nothing changed; without a driver, a clear error. Simulated GPUs print the same shape;
+# the RDMA devices of a fake sysfs give the NCCL settings a multi-node job would get.
 # Usage: test_agent_inventory.sh PATH/TO/gpuorch (run from the repository root).
 set -eu
 
@@ -44,6 +45,19 @@ if ! /sbin/ldconfig -p 2>/dev/null | grep -q 'libnvidia-ml\.so\.1'; then
         fail "no driver, yet exit 0"
     grep -q "NVML not found (libnvidia-ml.so.1)" "$T/err" || fail "no driver: $(cat "$T/err")"
 fi
+
+# the RDMA devices NCCL's settings come from: a fake sysfs with one active InfiniBand port
+# and its IPoIB interface; what a multi-node job would get, the fabric inferred
+S=$T/sys
+mkdir -p "$S/class/infiniband/mlx5_0/ports/1" "$S/class/net/ib0/device" "$S/drivers/mlx5_core"
+echo "4: ACTIVE" >"$S/class/infiniband/mlx5_0/ports/1/state"
+echo "InfiniBand" >"$S/class/infiniband/mlx5_0/ports/1/link_layer"
+echo "400 Gb/sec (4X NDR)" >"$S/class/infiniband/mlx5_0/ports/1/rate"
+echo up >"$S/class/net/ib0/operstate"
+ln -s "$S/drivers/mlx5_core" "$S/class/net/ib0/device/driver"
+run 0 "$GPUORCH" agent --inventory --gpus sim:H100-80GB-SXM5:1 --node n3 --sysfs-root "$S"
+json_ok "$T/out" 'd["fabric"]["inferred"] == "infiniband" and d["fabric"]["ports"][0]["device"] == "mlx5_0" and d["fabric"]["ports"][0]["rate_gbps"] == 400'
+json_ok "$T/out" '"NCCL_IB_HCA==mlx5_0:1" in d["fabric"]["nccl_env"] and "NCCL_SOCKET_IFNAME==ib0" in d["fabric"]["nccl_env"]'
 
 # simulated GPUs: the same shape
 run 0 "$GPUORCH" agent --inventory --gpus sim:H100-80GB-SXM5:2 --node n2
