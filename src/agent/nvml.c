@@ -496,6 +496,35 @@ static size_t existing_instances(Nvml *n, nvmlDevice_t dev, Existing *out, size_
     return cnt;
 }
 
+/* Whether a compute process runs in gi (its first pid in *ret_pid): through the MIG
+ * devices of dev that belong to it. A MIG device NVML cannot answer for counts as free:
+ * the destroy that follows still refuses with NVML_ERROR_IN_USE. */
+static bool instance_in_use(Nvml *n, nvmlDevice_t dev, nvmlGpuInstance_t gi, unsigned *ret_pid)
+{
+    nvmlGpuInstanceInfo_t info;
+    unsigned max = 0;
+    if (!n->f.DeviceGetMaxMigDeviceCount || !n->f.DeviceGetMigDeviceHandleByIndex ||
+        !n->f.DeviceGetGpuInstanceId || !n->f.DeviceGetComputeRunningProcesses_v3 ||
+        n->f.GpuInstanceGetInfo(gi, &info) != NVML_SUCCESS ||
+        n->f.DeviceGetMaxMigDeviceCount(dev, &max) != NVML_SUCCESS)
+        return false;
+    for (unsigned i = 0; i < max; i++) {
+        nvmlDevice_t mig;
+        unsigned gid;
+        if (n->f.DeviceGetMigDeviceHandleByIndex(dev, i, &mig) != NVML_SUCCESS ||
+            n->f.DeviceGetGpuInstanceId(mig, &gid) != NVML_SUCCESS || gid != info.id)
+            continue;
+        nvmlProcessInfo_t one[1];
+        unsigned c = 1;
+        nvmlReturn_t r = n->f.DeviceGetComputeRunningProcesses_v3(mig, &c, one);
+        if (r == NVML_ERROR_INSUFFICIENT_SIZE || (r == NVML_SUCCESS && c > 0)) {
+            *ret_pid = r == NVML_SUCCESS ? one[0].pid : 0;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Destroy a GPU instance and its compute instances. */
 static nvmlReturn_t destroy_instance(Nvml *n, nvmlGpuInstance_t gi)
 {
@@ -613,6 +642,21 @@ static int nvml_mig_apply(GpuBackend *b, unsigned index, const MigLayout *target
             return -EBUSY;
         }
 
+    /* the driver may know a process the server does not (started outside gpuorch): ask
+     * it for every instance that would go, before any goes, so a refusal leaves the GPU
+     * as it was rather than half changed */
+    for (size_t i = 0; i < n_ex; i++) {
+        unsigned pid = 0;
+        if (!keep_ex[i] && instance_in_use(n, dev, ex[i].gi, &pid)) {
+            char pname[GPU_PROFILE_MAX];
+            profile_name_of_id(n, dev, m, ex[i].profile_id, pname, sizeof(pname));
+            buf_printf(err,
+                       "GPU %u: the %s instance at slot %u has a process (pid %u) that "
+                       "gpuorch did not start: nothing changed",
+                       index, pname, ex[i].start, pid);
+            return -EBUSY;
+        }
+    }
     for (size_t i = 0; i < n_ex; i++) {
         if (keep_ex[i])
             continue;
