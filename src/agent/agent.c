@@ -616,8 +616,32 @@ static bool any_worker_left(const Agent *a)
     return false;
 }
 
+/* Each GPU's health, before a heartbeat reports it. A reason once seen is kept until
+ * the agent restarts: a sick GPU is brought back by a driver reset, an operator's act,
+ * not by a quiet spell. */
+static void poll_health(Agent *a)
+{
+    if (!a->gb->ops->health || !a->n_gpus)
+        return;
+    GpuHealth *h = calloc(a->n_gpus, sizeof(*h));
+    Buf err = {0};
+    if (h && a->gb->ops->health(a->gb, h, a->n_gpus, &err) == 0)
+        for (size_t i = 0; i < a->n_gpus; i++) {
+            AgentGpu *g = &a->gpus[i];
+            if (g->health[0] || !h[i].why[0])
+                continue;
+            snprintf(g->health, sizeof(g->health), "%s", h[i].why);
+            log_error("event=gpu_sick gpu=%u uuid=%s reason=\"%s\"", g->index, g->uuid, g->health);
+        }
+    else if (h)
+        log_error("event=gpu_health_failed error=\"%s\"", buf_str(&err));
+    free(h);
+    buf_free(&err);
+}
+
 static void heartbeat(Agent *a, int64_t mono)
 {
+    poll_health(a);
     Buf body = {0}, err = {0};
     HttpReply rep = {0};
     HeartbeatReply hr = {0};

@@ -20,6 +20,7 @@
 #define GPU_NAME_MAX    96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE */
 #define GPU_PROFILE_MAX 32
 #define GPU_MAX_PEERS   32
+#define GPU_HEALTH_MAX  48 /* "xid 79", "ecc uncorrected 12", "fallen off the bus" */
 
 /* One MIG instance (a GPU instance with one compute instance spanning it). */
 typedef struct GpuInstance {
@@ -40,6 +41,9 @@ typedef struct AgentGpu {
     GpuInstance mig[MIG_MAX_SLOTS]; /* in start order */
     size_t n_peers;
     unsigned peers[GPU_MAX_PEERS]; /* indices of GPUs it reaches over NVLink */
+    /* why the GPU is sick, "" while it is healthy; once set, kept until the agent
+     * restarts (docs/agent.md, "Sick GPUs"): the agent's loop sets it, not discover */
+    char health[GPU_HEALTH_MAX];
 } AgentGpu;
 
 /* GPU memory one process uses. */
@@ -47,6 +51,11 @@ typedef struct GpuProcess {
     pid_t pid;
     uint64_t used_mib;
 } GpuProcess;
+
+/* One GPU's health as a backend sees it now: why "" when healthy, else the reason. */
+typedef struct GpuHealth {
+    char why[GPU_HEALTH_MAX];
+} GpuHealth;
 
 typedef struct GpuBackend GpuBackend;
 
@@ -66,6 +75,10 @@ typedef struct GpuOps {
     /* Compute processes on all GPUs with their memory; NULL when the backend cannot
      * tell. *ret is malloc'd (may be NULL when there are none). */
     int (*processes)(GpuBackend *b, GpuProcess **ret, size_t *ret_n, Buf *err);
+    /* Each of the first n GPUs' health (index order) into ret[0..n-1]. Called once per
+     * heartbeat and must not block: events that arrived since the last call count. NULL
+     * when the backend cannot tell (every GPU is taken as healthy). */
+    int (*health)(GpuBackend *b, GpuHealth *ret, size_t n, Buf *err);
     void (*close)(GpuBackend *b);
 } GpuOps;
 

@@ -11,6 +11,7 @@
  * API Reference Guide (docs.nvidia.com/deploy/nvml-api: "Device Queries", "NvLink
  * Methods", "Multi Instance GPU Management") and nvml.h define them. */
 #include "agent/gpus.h"
+#include "agent/nvml_health.h"
 #include "util/macro.h"
 
 #include <dlfcn.h>
@@ -139,6 +140,7 @@ typedef struct Nvml {
     void *lib;
     NvmlApi f;
     unsigned count;
+    NvmlHealth *health; /* nvml_health.c */
 } Nvml;
 
 static const struct {
@@ -782,9 +784,16 @@ static int nvml_processes(GpuBackend *b, GpuProcess **ret, size_t *ret_n, Buf *e
     return 0;
 }
 
+static int nvml_health(GpuBackend *b, GpuHealth *ret, size_t n_ret, Buf *err)
+{
+    Nvml *n = (Nvml *)b;
+    return nvml_health_check(n->health, ret, n_ret, err);
+}
+
 static void nvml_close(GpuBackend *b)
 {
     Nvml *n = (Nvml *)b;
+    nvml_health_close(n->health);
     if (n->f.Shutdown)
         n->f.Shutdown();
     if (n->lib)
@@ -798,6 +807,7 @@ static const GpuOps nvml_ops = {
     .mig_apply = nvml_mig_apply,
     .mig_list = nvml_mig_list,
     .processes = nvml_processes,
+    .health = nvml_health,
     .close = nvml_close,
 };
 
@@ -840,6 +850,11 @@ int nvml_open(GpuBackend **ret, Buf *err)
         buf_printf(err, "nvmlDeviceGetCount: %s", nerr(n, r));
         nvml_close(&n->base);
         return -EIO;
+    }
+    if (!(n->health = nvml_health_open(lib, n->count))) {
+        buf_puts(err, "out of memory");
+        nvml_close(&n->base);
+        return -ENOMEM;
     }
     *ret = &n->base;
     return 0;

@@ -15,10 +15,10 @@ static json_t *gpu_json(const AgentGpu *g)
     json_t *peers = json_array();
     for (size_t i = 0; i < g->n_peers; i++)
         json_array_append_new(peers, json_integer(g->peers[i]));
-    return json_pack("{si ss ss sI sb sb so so}", "index", (int)g->index, "uuid", g->uuid, "name",
-                     g->name, "memory_mib", (json_int_t)g->memory_mib, "mig_capable",
+    return json_pack("{si ss ss sI sb sb so so ss}", "index", (int)g->index, "uuid", g->uuid,
+                     "name", g->name, "memory_mib", (json_int_t)g->memory_mib, "mig_capable",
                      g->mig_capable, "mig_enabled", g->mig_enabled, "mig", mig, "nvlink_peers",
-                     peers);
+                     peers, "health", g->health[0] ? g->health : "ok");
 }
 
 int proto_heartbeat(const char *node, const char *address, const char *boot_id,

@@ -12,6 +12,7 @@
  * the logs of workers that ran there; an unbound one may act for any node. */
 #include "server/api.h"
 #include "server/checkpoint.h"
+#include "server/gpufence.h"
 #include "server/nodecheck.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
@@ -378,7 +379,9 @@ static void fold_interruption(Server *s, uint32_t node, const Interruption *in, 
         if (ns->interruption_deadline_ms) {
             log_info("event=node_interruption_cleared node=%s", name);
             ns->interruption_deadline_ms = 0;
-            cluster_set_schedulable(s->c, node, s->c->nodes[node].state == NODE_UP);
+            /* a node fenced for a sick GPU stays closed */
+            if (!gpufence_fenced(s, node))
+                cluster_set_schedulable(s->c, node, s->c->nodes[node].state == NODE_UP);
             server_kick(s);
         }
         return;
@@ -625,6 +628,8 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         fold_unreported(s, (uint32_t)idx, now, &ch);
     if (!shutdown || intr.deadline_ms) /* a notice cleared does not reopen a node going down */
         fold_interruption(s, (uint32_t)idx, &intr, now, &ch);
+    if (!shutdown)
+        gpufence_fold(s, (uint32_t)idx, json_object_get(body, "gpus"), now, &ch);
     int r = server_commit_released(s, &ch);
     changes_free(&ch);
     if (r < 0) {

@@ -105,6 +105,8 @@ typedef enum NodeLiveness {
 /* "unknown", "ready", "lost", "mismatched", "down": the node's state in the API. */
 const char *node_liveness_name(NodeLiveness l);
 
+#define NODE_GPU_HEALTH_MAX 48 /* a sick GPU's reason, as the agent's GPU_HEALTH_MAX */
+
 typedef struct NodeState {
     uint8_t liveness;     /* NodeLiveness */
     int64_t last_seen_ms; /* wall clock, for people */
@@ -118,6 +120,8 @@ typedef struct NodeState {
     bool span_queued;     /* its span opens or closes at the next flush (nodespan.h) */
     int64_t lost_mono_ms; /* lost: when it was declared so (monotonic) */
     bool gave_up;         /* lost past the grace: its jobs were requeued */
+    uint16_t gpu_sick_mask; /* GPUs (by node-local index) its agent reports sick (gpufence.h) */
+    char gpu_sick[NODE_MAX_GPUS][NODE_GPU_HEALTH_MAX]; /* their reasons, "" for healthy ones */
 } NodeState;
 
 typedef enum ProviderKind { PROVIDER_NONE, PROVIDER_SIM, PROVIDER_EXEC } ProviderKind;

@@ -17,6 +17,13 @@
  *                 "gpu_instances": [{"profile": "1g.10gb", "start": 0,
  *                                    "compute_instances": [{"uuid": "MIG-..."}],
  *                                    "processes": [{"pid": 11, "used_mib": 900}]}]}]}
+ * Health, per device, read again from the file at every health call (nvmlEventSetWait_v2,
+ * nvmlDeviceGetTotalEccErrors) so a test can make a running agent's GPU sick:
+ *   "xid": 79                 delivered once as a critical Xid event (each new value once)
+ *   "ecc_uncorrected": 2      the volatile uncorrected ECC count; "ecc_supported": false
+ *                             makes nvmlDeviceGetTotalEccErrors answer NOT_SUPPORTED
+ *   "lost": true              fallen off the bus: nvmlDeviceGetHandleByIndex_v2 and the
+ *                             health calls on it answer NVML_ERROR_GPU_IS_LOST
  * and writes it back (same file, every other key kept) whenever MIG mode, a GPU
  * instance or a compute instance changes, so a test can read what the agent did.
  *
@@ -48,6 +55,8 @@ enum {
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_GPU_IS_LOST = 15,
     NVML_ERROR_RESET_REQUIRED = 16,
     NVML_ERROR_IN_USE = 19,
     NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
@@ -243,6 +252,9 @@ struct Gpu {
     size_t n_procs;
     Link links[NVML_NVLINK_MAX_LINKS];
     struct nvmlGpuInstance_st gis[MAX_GIS];
+    /* health, from the live keys */
+    bool lost, ecc_unsupported, xid_registered;
+    unsigned long long ecc_uncorrected, xid_last, xid_pending;
 };
 
 static struct {
@@ -581,6 +593,10 @@ const char *nvmlErrorString(nvmlReturn_t result)
         return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED:
         return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+        return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST:
+        return "GPU is lost";
     case NVML_ERROR_RESET_REQUIRED:
         return "GPU requires reset";
     case NVML_ERROR_IN_USE:
@@ -608,6 +624,8 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
     CHECK_INIT();
     if (index >= st.count || !device)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (st.gpus[index].lost)
+        return NVML_ERROR_GPU_IS_LOST;
     *device = &st.gpus[index].dev;
     return NVML_SUCCESS;
 }
@@ -1089,5 +1107,117 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
             .computeInstanceId = ci ? ci->id : 0xffffffffu,
         };
     *infoCount = (unsigned)n;
+    return NVML_SUCCESS;
+}
+
+/* ---- health: events and ECC ---- */
+
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+#define NVML_EVENT_TYPE_XID_CRITICAL_ERROR 0x8ull
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int errorType, int counterType,
+                                         unsigned long long *eccCounts);
+
+static int event_set_token; /* the one event set's handle points here */
+
+/* The live health keys from the file as it is now. */
+static void refresh_health(void)
+{
+    json_t *root = json_load_file(st.path, 0, NULL);
+    json_t *devs = json_object_get(root, "devices");
+    for (unsigned i = 0; i < st.count; i++) {
+        Gpu *g = &st.gpus[i];
+        json_t *d = json_array_get(devs, i);
+        if (!d)
+            continue;
+        g->lost = json_is_true(json_object_get(d, "lost"));
+        g->ecc_unsupported = json_is_false(json_object_get(d, "ecc_supported"));
+        g->ecc_uncorrected =
+            (unsigned long long)json_integer_value(json_object_get(d, "ecc_uncorrected"));
+        unsigned long long xid = (unsigned long long)json_integer_value(json_object_get(d, "xid"));
+        if (xid && xid != g->xid_last) {
+            g->xid_last = xid;
+            g->xid_pending = xid;
+        }
+    }
+    json_decref(root);
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    CHECK_INIT();
+    if (!set)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *set = (nvmlEventSet_t)&event_set_token;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set)
+{
+    CHECK_INIT();
+    Gpu *g = gpu_of(device);
+    if (!g || set != (nvmlEventSet_t)&event_set_token)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->lost)
+        return NVML_ERROR_GPU_IS_LOST;
+    if (eventTypes & ~NVML_EVENT_TYPE_XID_CRITICAL_ERROR)
+        return NVML_ERROR_NOT_SUPPORTED; /* the only type this double delivers */
+    g->xid_registered = true;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
+{
+    (void)timeoutms; /* never sleeps: an event is there or it is not */
+    CHECK_INIT();
+    if (set != (nvmlEventSet_t)&event_set_token || !data)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    refresh_health();
+    for (unsigned i = 0; i < st.count; i++) {
+        Gpu *g = &st.gpus[i];
+        if (!g->xid_registered || !g->xid_pending)
+            continue;
+        *data = (nvmlEventData_t){.device = &g->dev,
+                                  .eventType = NVML_EVENT_TYPE_XID_CRITICAL_ERROR,
+                                  .eventData = g->xid_pending,
+                                  .gpuInstanceId = 0xffffffffu,
+                                  .computeInstanceId = 0xffffffffu};
+        g->xid_pending = 0;
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_TIMEOUT;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    CHECK_INIT();
+    return set == (nvmlEventSet_t)&event_set_token ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int errorType, int counterType,
+                                         unsigned long long *eccCounts)
+{
+    CHECK_INIT();
+    Gpu *g = gpu_of(device);
+    if (!g || !eccCounts || errorType < 0 || errorType > 1 || counterType < 0 || counterType > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    refresh_health();
+    if (g->lost)
+        return NVML_ERROR_GPU_IS_LOST;
+    if (g->ecc_unsupported)
+        return NVML_ERROR_NOT_SUPPORTED;
+    /* uncorrected (1) as scripted, volatile and aggregate alike; no corrected ones */
+    *eccCounts = errorType == 1 ? g->ecc_uncorrected : 0;
     return NVML_SUCCESS;
 }

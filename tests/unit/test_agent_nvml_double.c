@@ -301,6 +301,63 @@ static void test_errors(void **state)
     buf_free(&err);
 }
 
+/* The GPUs' health as the backend reports it now, "ok" for healthy ones, joined by
+ * "|". */
+static void health_of(GpuBackend *b, size_t n, char *out, size_t cap)
+{
+    GpuHealth h[8];
+    Buf err = {0};
+    assert_true(n <= 8);
+    assert_non_null(b->ops->health);
+    assert_int_equal(b->ops->health(b, h, n, &err), 0);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? "|" : "",
+                 h[i].why[0] ? h[i].why : "ok");
+    buf_free(&err);
+}
+
+/* Two GPUs: 0 a datacenter one with ECC, 1 a consumer one without (NOT_SUPPORTED). */
+static const char *HEALTHY = "{\"devices\": ["
+                             " {\"uuid\": \"GPU-a0\", \"name\": \"NVIDIA A100-SXM4-80GB\"},"
+                             " {\"uuid\": \"GPU-g1\", \"name\": \"NVIDIA GeForce RTX 4090\","
+                             "  \"ecc_supported\": false}]}";
+
+static void test_health(void **state)
+{
+    (void)state;
+    char got[256];
+    GpuBackend *b = open_node(HEALTHY);
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ok|ok"); /* no ECC on the consumer GPU is not sickness */
+    /* an application's Xid (a page fault) leaves the GPU fit */
+    script("{\"devices\": [{\"uuid\": \"GPU-a0\", \"xid\": 31},"
+           " {\"uuid\": \"GPU-g1\", \"ecc_supported\": false}]}");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ok|ok");
+    /* a double-bit ECC Xid on GPU 1 fences it, and it stays sick once the event is gone */
+    script("{\"devices\": [{\"uuid\": \"GPU-a0\", \"xid\": 31},"
+           " {\"uuid\": \"GPU-g1\", \"ecc_supported\": false, \"xid\": 48}]}");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ok|xid 48");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ok|xid 48");
+    /* uncorrectable ECC errors on GPU 0 */
+    script("{\"devices\": [{\"uuid\": \"GPU-a0\", \"ecc_uncorrected\": 3},"
+           " {\"uuid\": \"GPU-g1\", \"ecc_supported\": false}]}");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ecc uncorrected 3|xid 48");
+    gpus_close(b);
+
+    /* fallen off the bus while the agent runs: GPU_IS_LOST on every call on it */
+    b = open_node(HEALTHY);
+    script("{\"devices\": [{\"uuid\": \"GPU-a0\", \"lost\": true},"
+           " {\"uuid\": \"GPU-g1\", \"ecc_supported\": false}]}");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "fallen off the bus|ok");
+    gpus_close(b);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -322,7 +379,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discover), cmocka_unit_test(test_apply),
         cmocka_unit_test(test_busy),     cmocka_unit_test(test_processes),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),   cmocka_unit_test(test_health),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -46,6 +46,7 @@ static void test_heartbeat_shape(void **state)
     g[1].index = 1;
     strcpy(g[1].uuid, "GPU-1");
     strcpy(g[1].name, "NVIDIA A100-80GB");
+    strcpy(g[1].health, "xid 79"); /* sick: its reason goes out as its health */
 
     Worker *run = worker("{\"job\": 17, \"run\": 1, \"rank\": 0, \"command\": [\"x\"]}");
     run->state = WK_RUNNING;
@@ -79,9 +80,10 @@ static void test_heartbeat_shape(void **state)
         "{\"index\": 0, \"uuid\": \"GPU-0\", \"name\": \"NVIDIA A100-80GB\", \"memory_mib\": "
         "81920, \"mig_capable\": true, \"mig_enabled\": true, \"mig\": [{\"profile\": "
         "\"1g.10gb\", \"start\": 6, "
-        "\"uuid\": \"MIG-6\"}], \"nvlink_peers\": [1]},"
+        "\"uuid\": \"MIG-6\"}], \"nvlink_peers\": [1], \"health\": \"ok\"},"
         "{\"index\": 1, \"uuid\": \"GPU-1\", \"name\": \"NVIDIA A100-80GB\", \"memory_mib\": 0, "
-        "\"mig_capable\": false, \"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": []}],"
+        "\"mig_capable\": false, \"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": [], "
+        "\"health\": \"xid 79\"}],"
         "\"workers\": ["
         "{\"job\": 17, \"run\": 1, \"rank\": 0, \"pid\": 4242, \"state\": \"running\", "
         "\"start_ms\": 1764500000000, \"checkpoint\": \"/ck/17/ckpt-3\", "
