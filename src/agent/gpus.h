@@ -79,6 +79,9 @@ typedef struct GpuOps {
      * heartbeat and must not block: events that arrived since the last call count. NULL
      * when the backend cannot tell (every GPU is taken as healthy). */
     int (*health)(GpuBackend *b, GpuHealth *ret, size_t n, Buf *err);
+    /* Put GPU index in exclusive-process compute mode (exclusive) or back to default,
+     * for an MPS daemon (mps.h); NULL when the backend has no compute mode. */
+    int (*set_compute_mode)(GpuBackend *b, unsigned index, bool exclusive, Buf *err);
     void (*close)(GpuBackend *b);
 } GpuOps;
 

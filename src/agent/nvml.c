@@ -133,6 +133,7 @@ typedef struct NvmlApi {
     nvmlReturn_t (*DeviceGetGpuInstanceById)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t *);
     nvmlReturn_t (*DeviceGetComputeRunningProcesses_v3)(nvmlDevice_t, unsigned int *,
                                                         nvmlProcessInfo_t *);
+    nvmlReturn_t (*DeviceSetComputeMode)(nvmlDevice_t, int);
 } NvmlApi;
 
 typedef struct Nvml {
@@ -187,6 +188,7 @@ static const struct {
     {"nvmlDeviceGetGpuInstanceById", offsetof(NvmlApi, DeviceGetGpuInstanceById), false},
     {"nvmlDeviceGetComputeRunningProcesses_v3",
      offsetof(NvmlApi, DeviceGetComputeRunningProcesses_v3), false},
+    {"nvmlDeviceSetComputeMode", offsetof(NvmlApi, DeviceSetComputeMode), false},
 };
 
 static const char *nerr(const Nvml *n, nvmlReturn_t r)
@@ -801,6 +803,27 @@ static void nvml_close(GpuBackend *b)
     free(n);
 }
 
+/* nvmlComputeMode_t: NVML_COMPUTEMODE_DEFAULT 0, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS 3 */
+static int nvml_set_compute_mode(GpuBackend *b, unsigned index, bool exclusive, Buf *err)
+{
+    Nvml *n = (Nvml *)b;
+    nvmlDevice_t dev;
+    int r = device(n, index, &dev, err);
+    if (r < 0)
+        return r;
+    if (!n->f.DeviceSetComputeMode) {
+        buf_printf(err, "GPU %u: the driver's NVML cannot set the compute mode", index);
+        return -ENOSYS;
+    }
+    nvmlReturn_t nr = n->f.DeviceSetComputeMode(dev, exclusive ? 3 : 0);
+    if (nr != NVML_SUCCESS) {
+        buf_printf(err, "GPU %u: setting the %s compute mode: %s", index,
+                   exclusive ? "exclusive-process" : "default", nerr(n, nr));
+        return nr == NVML_ERROR_NOT_SUPPORTED ? -ENOTSUP : -EIO;
+    }
+    return 0;
+}
+
 static const GpuOps nvml_ops = {
     .name = "nvml",
     .discover = nvml_discover,
@@ -808,6 +831,7 @@ static const GpuOps nvml_ops = {
     .mig_list = nvml_mig_list,
     .processes = nvml_processes,
     .health = nvml_health,
+    .set_compute_mode = nvml_set_compute_mode,
     .close = nvml_close,
 };
 

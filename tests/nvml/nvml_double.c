@@ -12,6 +12,7 @@
  *                 "memory_mib": 81920, "pci_bus_id": "00000000:07:00.0",
  *                 "mig_capable": true, "mig_enabled": true,
  *                 "mig_needs_reset": false,     nvmlDeviceSetMigMode says RESET_REQUIRED
+ *                 "compute_mode": 0,            nvmlComputeMode_t, set by nvmlDeviceSetComputeMode
  *                 "processes": [{"pid": 10, "used_mib": 500}],
  *                 "nvlinks": [{"link": 0, "peer": "GPU-..."}, {"link": 1, "switch": true}],
  *                 "gpu_instances": [{"profile": "1g.10gb", "start": 0,
@@ -248,6 +249,7 @@ struct Gpu {
     char uuid[UUID_CAP], name[96], bus_id[32];
     unsigned long long memory_mib;
     bool mig_capable, mig_enabled, mig_needs_reset, has_nvlink;
+    int compute_mode; /* nvmlComputeMode_t: 0 default, 2 prohibited, 3 exclusive-process */
     Proc procs[MAX_PROCS];
     size_t n_procs;
     Link links[NVML_NVLINK_MAX_LINKS];
@@ -440,6 +442,7 @@ static void write_back(void)
                                "processes", procs_json(gi->procs, gi->n_procs)));
         }
         json_object_set_new(g->json, "mig_enabled", json_boolean(g->mig_enabled));
+        json_object_set_new(g->json, "compute_mode", json_integer(g->compute_mode));
         json_object_set_new(g->json, "gpu_instances", gis);
     }
     char tmp[sizeof(st.path) + 8];
@@ -485,6 +488,7 @@ static int read_gpu(Gpu *g, unsigned index, json_t *d)
     g->mig_capable = json_is_true(json_object_get(d, "mig_capable"));
     g->mig_enabled = g->mig_capable && json_is_true(json_object_get(d, "mig_enabled"));
     g->mig_needs_reset = json_is_true(json_object_get(d, "mig_needs_reset"));
+    g->compute_mode = (int)json_integer_value(json_object_get(d, "compute_mode"));
     if (read_procs(json_object_get(d, "processes"), g->procs, &g->n_procs) < 0)
         return -1;
     json_t *links = json_object_get(d, "nvlinks"), *l, *gi_j;
@@ -699,6 +703,19 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
     if (!g || !pci)
         return NVML_ERROR_INVALID_ARGUMENT;
     fill_pci(pci, g->bus_id);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, int mode);
+/* Default, prohibited or exclusive-process (1, the old exclusive-thread, is gone). */
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, int mode)
+{
+    CHECK_INIT();
+    Gpu *g = gpu_of(device);
+    if (!g || (mode != 0 && mode != 2 && mode != 3))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    g->compute_mode = mode;
+    write_back();
     return NVML_SUCCESS;
 }
 

@@ -11,12 +11,14 @@
 #include <cmocka.h>
 
 #include "agent/gpus.h"
+#include "agent/mps.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/gpuorch-nvml-XXXXXX";
@@ -374,12 +376,68 @@ static int teardown(void **state)
     return rmdir(dir);
 }
 
+/* An MPS share's GPU goes into exclusive-process compute mode while its daemon runs
+ * and back to default after (mps.h), through NVML; the daemon is a stand-in script. */
+static void test_mps_compute_mode(void **state)
+{
+    (void)state;
+    GpuBackend *b = open_node(NODE);
+    char mdir[] = "/tmp/gpuorch-mps-XXXXXX";
+    assert_non_null(mkdtemp(mdir));
+    char control[96];
+    snprintf(control, sizeof(control), "%s/mps-control", mdir);
+    FILE *f = fopen(control, "w");
+    assert_non_null(f);
+    /* -f: the daemon, until quit arrives; else the client, which passes quit on */
+    fputs("#!/bin/sh\nif [ \"$1\" = -f ]; then\n"
+          "  while [ ! -e \"$CUDA_MPS_PIPE_DIRECTORY/quit\" ]; do sleep 0.02; done; exit 0\n"
+          "fi\nread -r c; [ \"$c\" = quit ] && : >\"$CUDA_MPS_PIPE_DIRECTORY/quit\"\n",
+          f);
+    fclose(f);
+    chmod(control, 0755);
+    setenv("GPUORCH_MPS_CONTROL", control, 1);
+    AgentGpu *gpus = NULL;
+    size_t n = 0;
+    Buf err = {0};
+    assert_int_equal(b->ops->discover(b, &gpus, &n, &err), 0);
+    Mps m;
+    mps_init(&m, mdir);
+    if (mps_ensure(&m, b, &gpus[1], &err) < 0)
+        fail_msg("mps_ensure: %s", buf_str(&err));
+    assert_non_null(mps_of(&m, 1));
+    json_t *g = state_of(1);
+    assert_int_equal(json_integer_value(json_object_get(g, "compute_mode")), 3);
+    json_decref(g);
+    g = state_of(0);
+    assert_int_equal(json_integer_value(json_object_get(g, "compute_mode")), 0); /* others */
+    json_decref(g);
+    mps_stop(&m, b, 1);
+    assert_null(mps_of(&m, 1));
+    g = state_of(1);
+    assert_int_equal(json_integer_value(json_object_get(g, "compute_mode")), 0);
+    json_decref(g);
+    unsigned gi;
+    int st;
+    assert_int_equal(mps_reap(&m, &gi, &st), 0); /* asked to stop: not a fault */
+    unsetenv("GPUORCH_MPS_CONTROL");
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", mdir);
+    assert_int_equal(system(cmd), 0);
+    free(gpus);
+    buf_free(&err);
+    gpus_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_discover), cmocka_unit_test(test_apply),
-        cmocka_unit_test(test_busy),     cmocka_unit_test(test_processes),
-        cmocka_unit_test(test_errors),   cmocka_unit_test(test_health),
+        cmocka_unit_test(test_discover),
+        cmocka_unit_test(test_apply),
+        cmocka_unit_test(test_busy),
+        cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_health),
+        cmocka_unit_test(test_mps_compute_mode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
