@@ -533,6 +533,19 @@ void cluster_set_schedulable(Cluster *c, uint32_t node, bool on)
     }
 }
 
+void cluster_set_nvlink(Cluster *c, uint32_t node, unsigned gpu, uint16_t peers)
+{
+    Node *n = &c->nodes[node];
+    if (gpu >= n->n_gpus)
+        return;
+    Gpu *g = &c->gpus[n->gpu0 + gpu];
+    peers &= (uint16_t)(((1u << n->n_gpus) - 1) & ~(1u << gpu));
+    if (g->nvlink != peers) {
+        g->nvlink = peers;
+        n->version++;
+    }
+}
+
 void cluster_set_away(Cluster *c, uint32_t node, NodeAway why)
 {
     Node *n = &c->nodes[node];

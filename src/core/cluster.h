@@ -36,6 +36,9 @@ typedef struct Gpu {
     bool draining;       /* partitioned GPU taking no new slices, to come back whole */
     uint16_t n_clients;  /* shares on a GPU_SHARED GPU */
     uint32_t used_units; /* allocated compute, in GPU_UNITS (0..GPU_UNITS) */
+    /* the node's GPUs (by node-local index) it reaches over an active NVLink, as its
+     * agent reports them; 0: not reported (an NVLink-pairs node then pairs by index) */
+    uint16_t nvlink;
     MigLayout mig;
 } Gpu;
 
@@ -253,6 +256,9 @@ void cluster_release_worker(Cluster *c, const WorkerAlloc *w);
  * functions, which bump the node's version so cached scores notice. Reopening clears
  * the node's away cause. */
 void cluster_set_schedulable(Cluster *c, uint32_t node, bool on);
+/* What GPU gpu (node-local) of node reaches over NVLink, as a mask of node-local
+ * indices (the agent's report); whole-GPU picks keep linked GPUs together. */
+void cluster_set_nvlink(Cluster *c, uint32_t node, unsigned gpu, uint16_t peers);
 /* Close a node for a cause its driver knows (why != AWAY_NONE), or forget the cause
  * (AWAY_NONE; the node stays closed until reopened). */
 void cluster_set_away(Cluster *c, uint32_t node, NodeAway why);

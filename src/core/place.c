@@ -179,8 +179,78 @@ static bool gpu_mig_idle(const Gpu *g)
     return g->mode == GPU_MIG && g->mig_busy == 0;
 }
 
-/* Choose `want` whole GPUs on n, keeping NVLink pairs and PCIe halves together.
- * Free GPUs first; idle MIG GPUs (which must leave MIG mode) only when short. */
+/* The bits set in a mask of a node's GPUs (no builtin: it may call libgcc, which the
+ * purity check refuses). */
+static unsigned bits(uint32_t m)
+{
+    unsigned k = 0;
+    for (; m; m &= m - 1)
+        k++;
+    return k;
+}
+
+/* The links among the GPUs of set (a mask), each pair once. */
+static unsigned links_within(const Cluster *c, const Node *n, uint32_t set)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->n_gpus; i++)
+        if (set & (1u << i))
+            k += bits(node_gpu_c(c, n, i)->nvlink & set);
+    return k / 2;
+}
+
+/* want free whole GPUs with the most NVLink links among them, as the agent reported
+ * the node's links (not pairs assumed by index): from each free GPU, grow the set by
+ * the free GPU with the most links into it; the best set wins, the lowest seed on a
+ * tie. Returns the mask chosen (fewer than want bits when short). */
+static uint32_t linked_set(const Cluster *c, const Node *n, unsigned want)
+{
+    uint32_t free_mask = 0;
+    for (unsigned i = 0; i < n->n_gpus; i++)
+        if (gpu_whole_free(node_gpu_c(c, n, i)))
+            free_mask |= 1u << i;
+    uint32_t best = 0;
+    unsigned best_links = 0;
+    for (unsigned s = 0; s < n->n_gpus; s++) {
+        if (!(free_mask & (1u << s)))
+            continue;
+        uint32_t set = 1u << s;
+        for (unsigned got = 1; got < want; got++) {
+            int pick = -1;
+            unsigned pick_links = 0;
+            for (unsigned i = 0; i < n->n_gpus; i++) {
+                if (!(free_mask & ~set & (1u << i)))
+                    continue;
+                unsigned l = bits(node_gpu_c(c, n, i)->nvlink & set);
+                if (pick < 0 || l > pick_links) {
+                    pick = (int)i;
+                    pick_links = l;
+                }
+            }
+            if (pick < 0)
+                break;
+            set |= 1u << pick;
+        }
+        unsigned l = links_within(c, n, set);
+        if (!best || bits(set) > bits(best) || (bits(set) == bits(best) && l > best_links)) {
+            best = set;
+            best_links = l;
+        }
+    }
+    return best;
+}
+
+static bool links_reported(const Cluster *c, const Node *n)
+{
+    for (unsigned i = 0; i < n->n_gpus; i++)
+        if (node_gpu_c(c, n, i)->nvlink)
+            return true;
+    return false;
+}
+
+/* Choose `want` whole GPUs on n, keeping NVLink-linked GPUs (as reported, else pairs
+ * by index on an NVLink-pairs node) and PCIe halves together. Free GPUs first; idle
+ * MIG GPUs (which must leave MIG mode) only when short. */
 static unsigned choose_whole(const Cluster *c, const Node *n, unsigned want, uint8_t *out)
 {
     bool taken[NODE_MAX_GPUS] = {false};
@@ -191,7 +261,12 @@ static unsigned choose_whole(const Cluster *c, const Node *n, unsigned want, uin
         taken[i] = true;                                                                           \
         out[got++] = (uint8_t)(i);                                                                 \
     } while (0)
-    if (n->interconnect == IC_NVLINK_PAIRS) {
+    if (want > 1 && n->interconnect != IC_NVSWITCH && links_reported(c, n)) {
+        uint32_t set = linked_set(c, n, want);
+        for (unsigned i = 0; i < ng && got < want; i++)
+            if (set & (1u << i))
+                TAKE(i);
+    } else if (n->interconnect == IC_NVLINK_PAIRS) {
         /* whole pairs for the even part, then GPUs whose partner is busy */
         for (unsigned i = 0; i + 1 < ng && got + 2 <= want; i += 2)
             if (gpu_whole_free(node_gpu_c(c, n, i)) && gpu_whole_free(node_gpu_c(c, n, i + 1))) {

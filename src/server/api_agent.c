@@ -427,6 +427,28 @@ static void fold_interruption(Server *s, uint32_t node, const Interruption *in, 
  * lost; what runs there is left as it was (the refused heartbeat changes nothing), and
  * the agent, refused, keeps its workers running and reports them once it matches. An
  * autoscaled node that came up this way is up (it is paid for), and closed. */
+/* The NVLink links the agent sees (each GPU's nvlink_peers) into the cluster, so that
+ * multi-GPU workers land on GPUs really linked rather than on pairs by index. */
+static void set_nvlinks(Server *s, uint32_t node, json_t *gpus)
+{
+    size_t i, k;
+    json_t *g, *p;
+    json_array_foreach(gpus, i, g)
+    {
+        json_int_t index = json_integer_value(json_object_get(g, "index"));
+        if (index < 0 || index >= NODE_MAX_GPUS)
+            continue;
+        uint16_t mask = 0;
+        json_array_foreach(json_object_get(g, "nvlink_peers"), k, p)
+        {
+            json_int_t peer = json_integer_value(p);
+            if (peer >= 0 && peer < NODE_MAX_GPUS)
+                mask |= (uint16_t)(1u << peer);
+        }
+        cluster_set_nvlink(s->c, node, (unsigned)index, mask);
+    }
+}
+
 static void node_mismatched(Server *s, uint32_t node, const char *diff)
 {
     NodeState *ns = &s->nodes[node];
@@ -598,6 +620,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
             free(ns->gpus_json);
             ns->gpus_json = g;
         }
+        set_nvlinks(s, (uint32_t)idx, gpus);
     }
     Changes ch = {0};
     json_t *forget = json_array();

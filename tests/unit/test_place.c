@@ -273,6 +273,48 @@ static void test_nvlink_pairs(void **state)
     }
 }
 
+/* Links as the agent reports them, not pairs by index: 0-2-4-6 and 1-3-5-7 are two
+ * fully linked quads (a board wired unlike 0-1, 2-3). A 2-GPU job takes a linked
+ * pair, a 4-GPU job a whole quad; without reports the node pairs by index again. */
+static void test_nvlink_reported(void **state)
+{
+    Cluster *c =
+        one_pool((PoolArgs){.name = "v", .model = "A100-80GB", .gpus = 8, .ic = IC_NVLINK_PAIRS});
+    for (unsigned g = 0; g < 8; g++) {
+        uint16_t quad = (g & 1u) ? 0xaa : 0x55;
+        cluster_set_nvlink(c, 0, g, quad);
+    }
+    assert_int_equal(node_gpu_c(c, &c->nodes[0], 0)->nvlink, 0x54); /* not itself */
+    Placement two = {0}, four = {0};
+    Buf why = {0};
+    JobSpec j = job_gpus(2, 1);
+    assert_int_equal(place(c, "gpuorch", &j, &two, &why), 1);
+    const WorkerAlloc *w = &two.workers[0];
+    unsigned a = w->grants[0].index, b = w->grants[1].index;
+    assert_int_equal(a % 2, b % 2); /* in one quad: linked */
+    j = job_gpus(4, 1);
+    assert_int_equal(place(c, "gpuorch", &j, &four, &why), 1);
+    w = &four.workers[0];
+    unsigned parity = w->grants[0].index % 2;
+    for (unsigned k = 0; k < 4; k++)
+        assert_int_equal(w->grants[k].index % 2, parity); /* one whole quad */
+    assert_int_not_equal(parity, a % 2);                  /* the quad the pair left whole */
+    place_release(c, &two);
+    place_release(c, &four);
+    placement_free(&two);
+    placement_free(&four);
+    /* the reports gone: pairs by index */
+    for (unsigned g = 0; g < 8; g++)
+        cluster_set_nvlink(c, 0, g, 0);
+    j = job_gpus(2, 1);
+    assert_int_equal(place(c, "gpuorch", &j, &two, &why), 1);
+    assert_int_equal(two.workers[0].grants[0].index ^ 1u, two.workers[0].grants[1].index);
+    place_release(c, &two);
+    placement_free(&two);
+    buf_free(&why);
+    cluster_free(c);
+}
+
 /* ---- MPS shares ---- */
 
 static void test_mps_shares(void **state)
@@ -1242,6 +1284,7 @@ int main(void)
         cmocka_unit_test(test_policy_table),
         cmocka_unit_test(test_whole_gpus),
         cmocka_unit_test(test_nvlink_pairs),
+        cmocka_unit_test(test_nvlink_reported),
         cmocka_unit_test(test_mps_shares),
         cmocka_unit_test(test_mig_by_profile),
         cmocka_unit_test(test_mig_by_memory),
