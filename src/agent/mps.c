@@ -23,6 +23,7 @@ void mps_init(Mps *m, const char *state_dir)
     snprintf(m->root, sizeof(m->root), "%s/mps", state_dir);
     const char *c = getenv("GPUORCH_MPS_CONTROL");
     snprintf(m->control, sizeof(m->control), "%s", c && *c ? c : "nvidia-cuda-mps-control");
+    m->stand_in = c && *c;
 }
 
 const MpsDaemon *mps_of(const Mps *m, unsigned index)

@@ -9,7 +9,8 @@
  * to default after. The daemon stops (`quit` on its pipe) when no worker shares the GPU
  * any more. An agent that leaves its workers running (SIGHUP) leaves their daemons too;
  * the next one takes them up from their pid files (STATE-DIR/mps/gpuN/pid).
- * GPUORCH_MPS_CONTROL names another program (the tests' stand-in). */
+ * Simulated GPUs have no MPS: they get daemons only when GPUORCH_MPS_CONTROL names
+ * another program (the tests' stand-in). */
 #pragma once
 
 #include "agent/gpus.h"
@@ -31,6 +32,7 @@ typedef struct MpsDaemon {
 typedef struct Mps {
     char root[400];            /* STATE-DIR/mps */
     char control[256];         /* the program: nvidia-cuda-mps-control */
+    bool stand_in;             /* GPUORCH_MPS_CONTROL named it (a test's) */
     MpsDaemon d[MPS_MAX_GPUS]; /* by GPU index */
 } Mps;
 
