@@ -12,6 +12,7 @@
  * the logs of workers that ran there; an unbound one may act for any node. */
 #include "server/api.h"
 #include "server/checkpoint.h"
+#include "server/gpusample.h"
 #include "server/nodecheck.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
@@ -579,6 +580,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
             ns->gpus_json = g;
         }
     }
+    gpusample_fold(s, (uint32_t)idx, gpus);
     Changes ch = {0};
     json_t *forget = json_array();
     size_t i;

@@ -13,7 +13,7 @@
 static void push(Utilization *u, int64_t t, double a0, double a1)
 {
     double alloc[2] = {a0, a1}, busy[2] = {a0 / 2, a1 / 2};
-    utilization_push(u, t, alloc, busy);
+    utilization_push(u, t, alloc, busy, NULL);
 }
 
 static void test_empty(void **state)
