@@ -11,6 +11,8 @@
 #include "agent/gpus.h"
 #include "agent/keeper.h"
 #include "agent/launch.h"
+#include "agent/mps.h"
+#include "agent/nccl_fabric.h"
 #include "agent/notice.h"
 #include "agent/proto.h"
 #include "agent/upload.h"
@@ -43,6 +45,8 @@ struct Agent {
     char *exits_dir; /* the keepers' records of how workers ended (keeper.h) */
     int lock_fd;
     LaunchPolicy launch; /* who workers run as, their limits and cgroups (launch.h) */
+    FabricInfo fabric;   /* the node's RDMA ports and interfaces, read at start (fabric.h) */
+    Mps mps;             /* the MPS control daemons of shared GPUs (mps.h) */
     HttpClient *http;
     NoticeWatch *notice; /* NULL: not a spot machine */
     GpuBackend *gb;
@@ -347,11 +351,125 @@ static int start_worker(void *arg, pid_t *ret_pid, Buf *err)
     return launch_worker(s->policy, s->a, s->ckpt_dir, s->env, s->log_path, ret_pid, err);
 }
 
+/* One line at start: what discovery found, and the kind it would infer without a
+ * label, so an operator sees why a worker did or did not get NCCL settings. */
+static void log_fabric(const FabricInfo *f)
+{
+    size_t active = 0, up = 0;
+    for (size_t i = 0; i < f->n_ports; i++)
+        active += f->ports[i].active;
+    for (size_t i = 0; i < f->n_ifs; i++)
+        up += f->ifs[i].up;
+    log_info("event=fabric rdma_ports=%zu active=%zu interfaces=%zu up=%zu inferred=%s", f->n_ports,
+             active, f->n_ifs, up, nccl_fabric_kind_name(nccl_fabric_kind_infer(f)));
+}
+
+/* The GPU w holds an MPS share of, or -1 (a share is of one GPU). */
+static int shared_gpu(const Worker *w)
+{
+    for (size_t i = 0; i < w->a.n_gpus; i++)
+        if (w->a.gpus[i].kind == WGPU_SHARE)
+            return (int)w->a.gpus[i].index;
+    return -1;
+}
+
+/* NAME=value into a launch_env list: in place of a NAME there, else at the end. */
+static int env_put_var(char ***env, const char *name, const char *value)
+{
+    size_t nl = strlen(name), n = 0;
+    char *kv = malloc(nl + strlen(value) + 2);
+    if (!kv)
+        return -ENOMEM;
+    sprintf(kv, "%s=%s", name, value);
+    for (; *env && (*env)[n]; n++)
+        if (!strncmp((*env)[n], name, nl) && (*env)[n][nl] == '=') {
+            free((*env)[n]);
+            (*env)[n] = kv;
+            return 0;
+        }
+    char **v = realloc(*env, (n + 2) * sizeof(*v));
+    if (!v) {
+        free(kv);
+        return -ENOMEM;
+    }
+    v[n] = kv;
+    v[n + 1] = NULL;
+    *env = v;
+    return 0;
+}
+
+/* launch_env with the node's NCCL settings for w's fabric (nccl_fabric.h) when its run
+ * spans nodes, and for a share its GPU's MPS daemon. Cheap: the table is applied to
+ * what discovery read at start. */
+static int worker_env(Agent *a, Worker *w, const char *ckpt_dir, char ***ret_env, Buf *err)
+{
+    char **fabric = NULL;
+    int r = w->a.multi_node ? nccl_fabric_env(&a->fabric, w->a.fabric, &fabric) : 0;
+    if (r < 0) {
+        buf_puts(err, "out of memory");
+        return r;
+    }
+    r = launch_env(&w->a, a->gpus, a->n_gpus, ckpt_dir, environ, fabric, ret_env, err);
+    nccl_fabric_env_free(fabric);
+    /* a share talks to its GPU's MPS daemon through these: the agent's, not the job's */
+    int gi = r == 0 ? shared_gpu(w) : -1;
+    const MpsDaemon *d = gi < 0 ? NULL : mps_of(&a->mps, (unsigned)gi);
+    if (d && (env_put_var(ret_env, "CUDA_MPS_PIPE_DIRECTORY", d->pipe_dir) < 0 ||
+              env_put_var(ret_env, "CUDA_MPS_LOG_DIRECTORY", d->log_dir) < 0)) {
+        launch_env_free(*ret_env);
+        *ret_env = NULL;
+        buf_puts(err, "out of memory");
+        return -ENOMEM;
+    }
+    return r;
+}
+
+/* A share's limits bind only under an MPS daemon: its GPU's is started first. */
+static int ensure_mps(Agent *a, const Worker *w, Buf *err)
+{
+    int gi = shared_gpu(w);
+    if (gi < 0)
+        return 0;
+    for (size_t i = 0; i < a->n_gpus; i++)
+        if (a->gpus[i].index == (unsigned)gi)
+            return mps_ensure(&a->mps, a->gb, &a->gpus[i], err);
+    return 0; /* launch_env names the GPU that does not exist */
+}
+
+/* Daemons whose GPU no live worker shares any more are stopped; one that died is a
+ * fault of its GPU (its clients' contexts went with it), reported as the GPU's health. */
+static void tidy_mps(Agent *a)
+{
+    unsigned gi;
+    int status;
+    while (mps_reap(&a->mps, &gi, &status) == 1) {
+        log_error("event=mps_daemon_exited gpu=%u status=%d", gi, status);
+        for (size_t i = 0; i < a->n_gpus; i++)
+            if (a->gpus[i].index == gi && !a->gpus[i].health[0])
+                snprintf(a->gpus[i].health, sizeof(a->gpus[i].health),
+                         "the MPS control daemon exited");
+        a->next_heartbeat = agent_mono_ms();
+    }
+    if (!mps_any(&a->mps))
+        return;
+    for (size_t i = 0; i < a->n_gpus; i++) {
+        unsigned idx = a->gpus[i].index;
+        if (!mps_of(&a->mps, idx))
+            continue;
+        bool used = false;
+        for (size_t k = 0; k < a->n_w && !used; k++)
+            used = (worker_live(a->w[k]) || a->w[k]->state == WK_PENDING) &&
+                   shared_gpu(a->w[k]) == (int)idx;
+        if (!used)
+            mps_stop(&a->mps, a->gb, idx);
+    }
+}
+
 static void try_launch(Agent *a, Worker *w, int64_t mono)
 {
     Buf err = {0};
     char **env = NULL;
-    int r = launch_env(&w->a, a->gpus, a->n_gpus, "", environ, &env, &err);
+    int r = worker_env(a, w, "", &env, &err);
     launch_env_free(env);
     env = NULL;
     if (r == -EAGAIN) {
@@ -395,7 +513,9 @@ static void try_launch(Agent *a, Worker *w, int64_t mono)
     }
     if ((r = afile_mkdir_p(w->ckpt_dir)) < 0) {
         buf_printf(&err, "cannot make the checkpoint directory %s: %s", w->ckpt_dir, strerror(-r));
-    } else if ((r = launch_env(&w->a, a->gpus, a->n_gpus, w->ckpt_dir, environ, &env, &err)) == 0) {
+    } else if ((r = ensure_mps(a, w, &err)) < 0) {
+        /* a share without its daemon would run unbounded: not started */
+    } else if ((r = worker_env(a, w, w->ckpt_dir, &env, &err)) == 0) {
         struct stat st;
         w->log_base = stat(w->log_path, &st) == 0 ? (int64_t)st.st_size : 0;
         w->log_sent = 0;
@@ -640,8 +760,32 @@ static bool any_worker_left(const Agent *a)
     return false;
 }
 
+/* Each GPU's health, before a heartbeat reports it. A reason once seen is kept until
+ * the agent restarts: a sick GPU is brought back by a driver reset, an operator's act,
+ * not by a quiet spell. */
+static void poll_health(Agent *a)
+{
+    if (!a->gb->ops->health || !a->n_gpus)
+        return;
+    GpuHealth *h = calloc(a->n_gpus, sizeof(*h));
+    Buf err = {0};
+    if (h && a->gb->ops->health(a->gb, h, a->n_gpus, &err) == 0)
+        for (size_t i = 0; i < a->n_gpus; i++) {
+            AgentGpu *g = &a->gpus[i];
+            if (g->health[0] || !h[i].why[0])
+                continue;
+            snprintf(g->health, sizeof(g->health), "%s", h[i].why);
+            log_error("event=gpu_sick gpu=%u uuid=%s reason=\"%s\"", g->index, g->uuid, g->health);
+        }
+    else if (h)
+        log_error("event=gpu_health_failed error=\"%s\"", buf_str(&err));
+    free(h);
+    buf_free(&err);
+}
+
 static void heartbeat(Agent *a, int64_t mono)
 {
+    poll_health(a);
     Buf body = {0}, err = {0};
     HttpReply rep = {0};
     HeartbeatReply hr = {0};
@@ -776,6 +920,7 @@ void agent_tick(Agent *a)
         }
         worker_advance(w, mono);
     }
+    tidy_mps(a);
     if (mono >= a->next_memory_poll) {
         poll_memory(a);
         a->next_memory_poll = mono + MEMORY_POLL_MS;
@@ -1026,6 +1171,8 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
     }
     a->lock_fd = -1;
     a->heartbeat_ms = AGENT_FIRST_HEARTBEAT_MS;
+    fabric_discover(o->sysfs_root, &a->fabric);
+    log_fabric(&a->fabric);
     int r;
     a->node = strdup(o->node);
     a->gpus_spec = strdup(o->gpus ? o->gpus : "nvml");
@@ -1037,6 +1184,7 @@ int agent_open(const AgentOptions *o, Agent **ret, Buf *err)
     }
     if ((r = make_dir(o->state_dir, &a->state_dir, err)) < 0)
         goto fail;
+    mps_init(&a->mps, a->state_dir);
     if ((r = take_lock(a, err)) < 0)
         goto fail;
     char *logs = join(a->state_dir, "logs");
@@ -1143,6 +1291,12 @@ void agent_close(Agent *a)
         a->dirty = true; /* log offsets, saved only now */
         save_table(a);
     }
+    /* workers left running (SIGHUP) keep their daemons; the next agent takes them up */
+    bool left = false;
+    for (size_t i = 0; i < a->n_w; i++)
+        left |= worker_live(a->w[i]);
+    if (!left && a->gb)
+        mps_close(&a->mps, a->gb);
     for (size_t i = 0; i < a->n_w; i++)
         worker_free(a->w[i]);
     free(a->w);

@@ -41,6 +41,8 @@ typedef struct AgentOptions {
     const char *worker_group; /* NULL: worker_user's group ("nogroup" for nobody) */
     bool allow_root_workers;  /* may a worker run as uid 0 or group 0 */
     bool no_cgroups;          /* do not make a cgroup per worker even where possible */
+    const char *sysfs_root;   /* where fabric discovery reads class/infiniband and
+                                 class/net; NULL: "/sys" (tests give a fake tree) */
 } AgentOptions;
 
 typedef struct Agent Agent;

@@ -293,6 +293,21 @@ static int parse_fields(json_t *o, Assignment *a, Buf *err)
     }
     if ((r = parse_user(json_object_get(o, "user"), a, err)) < 0)
         return r;
+    json_t *fab = json_object_get(o, "fabric");
+    if (fab && !json_is_null(fab)) {
+        if (!json_is_string(fab)) {
+            buf_puts(err, "'fabric' must be a string");
+            return -EINVAL;
+        }
+        if (*json_string_value(fab) && !(a->fabric = strdup(json_string_value(fab))))
+            return -ENOMEM;
+    }
+    json_t *mn = json_object_get(o, "multi_node");
+    if (mn && !json_is_null(mn) && !json_is_boolean(mn)) {
+        buf_puts(err, "'multi_node' must be true or false");
+        return -EINVAL;
+    }
+    a->multi_node = json_is_true(mn);
     if ((r = get_int(o, "cpu_milli", false, 0, UINT32_MAX, 0, &v, err)) < 0)
         return r;
     a->cpu_milli = (uint32_t)v;
@@ -345,5 +360,6 @@ void assign_free(Assignment *a)
         free(*p);
     free(a->env);
     free(a->resume_from);
+    free(a->fabric);
     *a = (Assignment){0};
 }

@@ -51,6 +51,12 @@ typedef struct Assignment {
     size_t n_groups;
     uint32_t cpu_milli;  /* host CPU asked per worker, thousandths of a core; 0: none */
     uint32_t memory_mib; /* host memory asked per worker; 0: none */
+    /* "fabric": the node's pool's fabric label from the cluster spec ("infiniband-ndr");
+     * NULL when the pool has none. nccl_fabric.h reads the kind from it */
+    char *fabric;
+    /* "multi_node": the run's workers are on more than one node, so NCCL talks over the
+     * network and the fabric's settings apply (launch_env); false when not told */
+    bool multi_node;
 } Assignment;
 
 /* The key of a worker object ("job", "run", "rank"). -EINVAL when one is missing. */

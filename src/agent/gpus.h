@@ -21,6 +21,7 @@
 #define GPU_NAME_MAX    96 /* NVML_DEVICE_NAME_V2_BUFFER_SIZE */
 #define GPU_PROFILE_MAX 32
 #define GPU_MAX_PEERS   32
+#define GPU_HEALTH_MAX  48 /* "xid 79", "ecc uncorrected 12", "fallen off the bus" */
 
 /* One MIG instance (a GPU instance with one compute instance spanning it). */
 typedef struct GpuInstance {
@@ -70,6 +71,9 @@ typedef struct AgentGpu {
     size_t n_peers;
     unsigned peers[GPU_MAX_PEERS]; /* indices of GPUs it reaches over NVLink */
     GpuSample sample;              /* the last readings (GpuOps.sample); all has_ false when none */
+    /* why the GPU is sick, "" while it is healthy; once set, kept until the agent
+     * restarts (docs/agent.md, "Sick GPUs"): the agent's loop sets it, not discover */
+    char health[GPU_HEALTH_MAX];
 } AgentGpu;
 
 /* GPU memory one process uses. */
@@ -77,6 +81,11 @@ typedef struct GpuProcess {
     pid_t pid;
     uint64_t used_mib;
 } GpuProcess;
+
+/* One GPU's health as a backend sees it now: why "" when healthy, else the reason. */
+typedef struct GpuHealth {
+    char why[GPU_HEALTH_MAX];
+} GpuHealth;
 
 typedef struct GpuBackend GpuBackend;
 
@@ -101,6 +110,13 @@ typedef struct GpuOps {
      * is left out (its has_ flag false), not an error. NULL when the backend cannot
      * measure. */
     int (*sample)(GpuBackend *b, const AgentGpu *g, const GpuLoad *load, GpuSample *ret, Buf *err);
+    /* Each of the first n GPUs' health (index order) into ret[0..n-1]. Called once per
+     * heartbeat and must not block: events that arrived since the last call count. NULL
+     * when the backend cannot tell (every GPU is taken as healthy). */
+    int (*health)(GpuBackend *b, GpuHealth *ret, size_t n, Buf *err);
+    /* Put GPU index in exclusive-process compute mode (exclusive) or back to default,
+     * for an MPS daemon (mps.h); NULL when the backend has no compute mode. */
+    int (*set_compute_mode)(GpuBackend *b, unsigned index, bool exclusive, Buf *err);
     void (*close)(GpuBackend *b);
 } GpuOps;
 

@@ -176,7 +176,7 @@ static int gpu_vars(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, Bu
 }
 
 int launch_env(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, const char *checkpoint_dir,
-               char *const *base, char ***ret_env, Buf *err)
+               char *const *base, char *const *fabric, char ***ret_env, Buf *err)
 {
     Buf visible = {0}, mem_limit = {0};
     unsigned percent = 0;
@@ -191,6 +191,8 @@ int launch_env(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, const c
     for (char *const *p = base; p && *p; p++)
         if (strchr(*p, '=') && strncmp(*p, "GPUORCH_TOKEN=", 14)) /* the agent's secret */
             env_put(&e, strdup(*p));
+    for (char *const *p = fabric; a->multi_node && p && *p; p++)
+        env_put(&e, strdup(*p));
     for (char **p = a->env; p && *p; p++)
         env_put(&e, strdup(*p));
     env_set(&e, "CUDA_VISIBLE_DEVICES", buf_str(&visible));

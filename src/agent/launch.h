@@ -85,9 +85,14 @@ void launch_limits(const LaunchPolicy *p, const Assignment *a, bool in_cgroup,
  * -ENOENT when a granted GPU does not exist on this node; -EAGAIN when it exists but
  * not yet in the granted shape (its MIG instance is missing, or it is still in MIG mode
  * for a whole-GPU or MPS grant). err says which. *ret_env is NULL-terminated and owned
- * by the caller (launch_env_free). */
+ * by the caller (launch_env_free).
+ *
+ * fabric (NULL: none) is the node's NCCL settings for its fabric (nccl_fabric_env),
+ * applied only when a->multi_node (one node's ranks talk over NVLink and PCIe, not the
+ * network), between base and the job's env: a variable the job sets keeps the job's
+ * value, and one the agent's own environment sets gives way to the fabric's. */
 int launch_env(const Assignment *a, const AgentGpu *gpus, size_t n_gpus, const char *checkpoint_dir,
-               char *const *base, char ***ret_env, Buf *err);
+               char *const *base, char *const *fabric, char ***ret_env, Buf *err);
 void launch_env_free(char **env);
 
 /* Fork and exec argv (searched in env's PATH) with env, in a new process group, stdin

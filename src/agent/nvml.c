@@ -11,6 +11,7 @@
  * API Reference Guide (docs.nvidia.com/deploy/nvml-api: "Device Queries", "NvLink
  * Methods", "Multi Instance GPU Management") and nvml.h define them. */
 #include "agent/gpus.h"
+#include "agent/nvml_health.h"
 #include "agent/nvml_sample.h"
 #include "util/macro.h"
 
@@ -130,6 +131,7 @@ typedef struct NvmlApi {
     nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *);
     nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned int *);
     nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, int, unsigned int *);
+    nvmlReturn_t (*DeviceSetComputeMode)(nvmlDevice_t, int);
 } NvmlApi;
 
 typedef struct Nvml {
@@ -137,6 +139,7 @@ typedef struct Nvml {
     void *lib;
     NvmlApi f;
     unsigned count;
+    NvmlHealth *health; /* nvml_health.c */
 } Nvml;
 
 static const struct {
@@ -186,6 +189,7 @@ static const struct {
     {"nvmlDeviceGetUtilizationRates", offsetof(NvmlApi, DeviceGetUtilizationRates), false},
     {"nvmlDeviceGetPowerUsage", offsetof(NvmlApi, DeviceGetPowerUsage), false},
     {"nvmlDeviceGetTemperature", offsetof(NvmlApi, DeviceGetTemperature), false},
+    {"nvmlDeviceSetComputeMode", offsetof(NvmlApi, DeviceSetComputeMode), false},
 };
 
 static const char *nerr(const Nvml *n, nvmlReturn_t r)
@@ -497,6 +501,35 @@ static size_t existing_instances(Nvml *n, nvmlDevice_t dev, Existing *out, size_
     return cnt;
 }
 
+/* Whether a compute process runs in gi (its first pid in *ret_pid): through the MIG
+ * devices of dev that belong to it. A MIG device NVML cannot answer for counts as free:
+ * the destroy that follows still refuses with NVML_ERROR_IN_USE. */
+static bool instance_in_use(Nvml *n, nvmlDevice_t dev, nvmlGpuInstance_t gi, unsigned *ret_pid)
+{
+    nvmlGpuInstanceInfo_t info;
+    unsigned max = 0;
+    if (!n->f.DeviceGetMaxMigDeviceCount || !n->f.DeviceGetMigDeviceHandleByIndex ||
+        !n->f.DeviceGetGpuInstanceId || !n->f.DeviceGetComputeRunningProcesses_v3 ||
+        n->f.GpuInstanceGetInfo(gi, &info) != NVML_SUCCESS ||
+        n->f.DeviceGetMaxMigDeviceCount(dev, &max) != NVML_SUCCESS)
+        return false;
+    for (unsigned i = 0; i < max; i++) {
+        nvmlDevice_t mig;
+        unsigned gid;
+        if (n->f.DeviceGetMigDeviceHandleByIndex(dev, i, &mig) != NVML_SUCCESS ||
+            n->f.DeviceGetGpuInstanceId(mig, &gid) != NVML_SUCCESS || gid != info.id)
+            continue;
+        nvmlProcessInfo_t one[1];
+        unsigned c = 1;
+        nvmlReturn_t r = n->f.DeviceGetComputeRunningProcesses_v3(mig, &c, one);
+        if (r == NVML_ERROR_INSUFFICIENT_SIZE || (r == NVML_SUCCESS && c > 0)) {
+            *ret_pid = r == NVML_SUCCESS ? one[0].pid : 0;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Destroy a GPU instance and its compute instances. */
 static nvmlReturn_t destroy_instance(Nvml *n, nvmlGpuInstance_t gi)
 {
@@ -614,6 +647,21 @@ static int nvml_mig_apply(GpuBackend *b, unsigned index, const MigLayout *target
             return -EBUSY;
         }
 
+    /* the driver may know a process the server does not (started outside gpuorch): ask
+     * it for every instance that would go, before any goes, so a refusal leaves the GPU
+     * as it was rather than half changed */
+    for (size_t i = 0; i < n_ex; i++) {
+        unsigned pid = 0;
+        if (!keep_ex[i] && instance_in_use(n, dev, ex[i].gi, &pid)) {
+            char pname[GPU_PROFILE_MAX];
+            profile_name_of_id(n, dev, m, ex[i].profile_id, pname, sizeof(pname));
+            buf_printf(err,
+                       "GPU %u: the %s instance at slot %u has a process (pid %u) that "
+                       "gpuorch did not start: nothing changed",
+                       index, pname, ex[i].start, pid);
+            return -EBUSY;
+        }
+    }
     for (size_t i = 0; i < n_ex; i++) {
         if (keep_ex[i])
             continue;
@@ -759,14 +807,42 @@ static int nvml_sample(GpuBackend *b, const AgentGpu *g, const GpuLoad *load, Gp
     return nvml_sample_gpu(&api, g, ret, err);
 }
 
+static int nvml_health(GpuBackend *b, GpuHealth *ret, size_t n_ret, Buf *err)
+{
+    Nvml *n = (Nvml *)b;
+    return nvml_health_check(n->health, ret, n_ret, err);
+}
+
 static void nvml_close(GpuBackend *b)
 {
     Nvml *n = (Nvml *)b;
+    nvml_health_close(n->health);
     if (n->f.Shutdown)
         n->f.Shutdown();
     if (n->lib)
         dlclose(n->lib);
     free(n);
+}
+
+/* nvmlComputeMode_t: NVML_COMPUTEMODE_DEFAULT 0, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS 3 */
+static int nvml_set_compute_mode(GpuBackend *b, unsigned index, bool exclusive, Buf *err)
+{
+    Nvml *n = (Nvml *)b;
+    nvmlDevice_t dev;
+    int r = device(n, index, &dev, err);
+    if (r < 0)
+        return r;
+    if (!n->f.DeviceSetComputeMode) {
+        buf_printf(err, "GPU %u: the driver's NVML cannot set the compute mode", index);
+        return -ENOSYS;
+    }
+    nvmlReturn_t nr = n->f.DeviceSetComputeMode(dev, exclusive ? 3 : 0);
+    if (nr != NVML_SUCCESS) {
+        buf_printf(err, "GPU %u: setting the %s compute mode: %s", index,
+                   exclusive ? "exclusive-process" : "default", nerr(n, nr));
+        return nr == NVML_ERROR_NOT_SUPPORTED ? -ENOTSUP : -EIO;
+    }
+    return 0;
 }
 
 static const GpuOps nvml_ops = {
@@ -776,6 +852,8 @@ static const GpuOps nvml_ops = {
     .mig_list = nvml_mig_list,
     .processes = nvml_processes,
     .sample = nvml_sample,
+    .health = nvml_health,
+    .set_compute_mode = nvml_set_compute_mode,
     .close = nvml_close,
 };
 
@@ -818,6 +896,11 @@ int nvml_open(GpuBackend **ret, Buf *err)
         buf_printf(err, "nvmlDeviceGetCount: %s", nerr(n, r));
         nvml_close(&n->base);
         return -EIO;
+    }
+    if (!(n->health = nvml_health_open(lib, n->count))) {
+        buf_puts(err, "out of memory");
+        nvml_close(&n->base);
+        return -ENOMEM;
     }
     *ret = &n->base;
     return 0;

@@ -49,10 +49,10 @@ static json_t *gpu_json(const AgentGpu *g)
     json_t *peers = json_array();
     for (size_t i = 0; i < g->n_peers; i++)
         json_array_append_new(peers, json_integer(g->peers[i]));
-    json_t *o =
-        json_pack("{si ss ss sI sb sb so so}", "index", (int)g->index, "uuid", g->uuid, "name",
-                  g->name, "memory_mib", (json_int_t)g->memory_mib, "mig_capable", g->mig_capable,
-                  "mig_enabled", g->mig_enabled, "mig", mig, "nvlink_peers", peers);
+    json_t *o = json_pack("{si ss ss sI sb sb so so ss}", "index", (int)g->index, "uuid", g->uuid,
+                          "name", g->name, "memory_mib", (json_int_t)g->memory_mib, "mig_capable",
+                          g->mig_capable, "mig_enabled", g->mig_enabled, "mig", mig, "nvlink_peers",
+                          peers, "health", g->health[0] ? g->health : "ok");
     if (o && (s->has_busy || s->has_memory || s->has_power || s->has_temperature))
         json_object_set_new(o, "sample",
                             sample_json(s->has_busy, s->busy_pct, s->has_memory, s->memory_used_mib,

@@ -11,7 +11,11 @@
  * on a simulated GPU: busy is the held share, memory used the held share of the GPU's
  * memory (a MIG instance in use: all of its own), power and temperature rise linearly
  * from an idle 60 W and 35 C to 300 W and 75 C. Deterministic, so tests can expect
- * the figures. */
+ * the figures.
+ *
+ * For tests, a simulated GPU falls sick when <state-dir>/simgpu-sick (read at every
+ * health check) has a line "INDEX REASON", e.g. "1 xid 79": the reason is reported as
+ * the real backend would report it (docs/agent.md, "Sick GPUs"). */
 #include "agent/afile.h"
 #include "agent/gpus.h"
 #include "spec/render.h"
@@ -28,6 +32,7 @@
 #define SIM_MAX_GPUS         32
 #define SIM_DEFAULT_DELAY_MS 2000
 #define SIM_STATE_FILE       "simgpu.json"
+#define SIM_SICK_FILE        "simgpu-sick"
 
 typedef struct SimGpus {
     GpuBackend base;
@@ -35,6 +40,7 @@ typedef struct SimGpus {
     unsigned count;
     char *node;
     char *state_path; /* NULL: layouts are not kept */
+    char *sick_path;  /* the test hook naming sick GPUs; NULL without a state dir */
     long long delay_ms;
     AgentGpu gpus[SIM_MAX_GPUS];
     MigLayout layout[SIM_MAX_GPUS];
@@ -274,11 +280,37 @@ static int sim_mig_list(GpuBackend *b, unsigned index, bool *ret_enabled,
     return 0;
 }
 
+/* The test hook's sick GPUs: an absent file names none. */
+static int sim_health(GpuBackend *b, GpuHealth *ret, size_t n, Buf *err)
+{
+    (void)err;
+    SimGpus *s = (SimGpus *)b;
+    for (size_t i = 0; i < n; i++)
+        ret[i] = (GpuHealth){{0}};
+    FILE *f = s->sick_path ? fopen(s->sick_path, "re") : NULL;
+    if (!f)
+        return 0;
+    char line[128];
+    while (fgets(line, sizeof(line), f)) {
+        char *end;
+        unsigned long idx = strtoul(line, &end, 10);
+        if (end == line || *end != ' ' || idx >= n)
+            continue;
+        end += strspn(end, " ");
+        end[strcspn(end, "\r\n")] = '\0';
+        if (*end)
+            snprintf(ret[idx].why, sizeof(ret[idx].why), "%s", end);
+    }
+    fclose(f);
+    return 0;
+}
+
 static void sim_close(GpuBackend *b)
 {
     SimGpus *s = (SimGpus *)b;
     free(s->node);
     free(s->state_path);
+    free(s->sick_path);
     free(s);
 }
 
@@ -324,6 +356,7 @@ static const GpuOps sim_ops = {
     .mig_list = sim_mig_list,
     .processes = NULL,
     .sample = sim_sample,
+    .health = sim_health,
     .close = sim_close,
 };
 
@@ -395,8 +428,12 @@ int simgpu_open(const char *model_count, const char *node, const char *state_dir
         s->state_path = malloc(n);
         if (s->state_path)
             snprintf(s->state_path, n, "%s/%s", state_dir, SIM_STATE_FILE);
+        n = strlen(state_dir) + sizeof(SIM_SICK_FILE) + 2;
+        s->sick_path = malloc(n);
+        if (s->sick_path)
+            snprintf(s->sick_path, n, "%s/%s", state_dir, SIM_SICK_FILE);
     }
-    if (!s->node || (state_dir && !s->state_path)) {
+    if (!s->node || (state_dir && (!s->state_path || !s->sick_path))) {
         sim_close(&s->base);
         buf_puts(err, "out of memory");
         return -ENOMEM;

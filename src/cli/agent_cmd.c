@@ -5,6 +5,7 @@
  * their own process groups, and the next agent started with the same --state-dir finds
  * them again (workers.json), as for an upgrade of the agent. */
 #include "agent/agent.h"
+#include "agent/inventory.h"
 #include "agent/worker.h"
 #include "cli/cli.h"
 #include "util/log.h"
@@ -32,7 +33,9 @@ static void usage(FILE *f)
             "                     [--checkpoint-root DIR] [--spot-notice none|aws|gcp|azure]\n"
             "                     [--metadata-url URL] [--notice-poll-ms MS]\n"
             "                     [--worker-user USER] [--worker-group GROUP]\n"
-            "                     [--allow-root-workers] [--no-cgroups]\n\n"
+            "                     [--allow-root-workers] [--no-cgroups] [--sysfs-root DIR]\n"
+            "       gpuorch agent --inventory [--gpus nvml|sim:MODEL:COUNT] [--node NAME]\n"
+            "                     [--sysfs-root DIR]\n\n"
             "Runs the node agent in the foreground: reports this node's GPUs and workers to\n"
             "the server, applies MIG layouts, starts and stops workers, ships their logs.\n\n"
             "  --server URL[,URL]    the gpuorch server, or the servers of an HA group, tried\n"
@@ -56,6 +59,12 @@ static void usage(FILE *f)
             "  --allow-root-workers  allow a worker to run as uid 0 or group 0 (single-user\n"
             "                        labs); refused otherwise\n"
             "  --no-cgroups          no cgroup per worker, even where cgroup v2 is delegated\n"
+            "  --inventory           print what the agent sees on the GPUs of --gpus (as the\n"
+            "                        heartbeat reports them, their processes, and the RDMA\n"
+            "                        devices NCCL's settings come from) and exit;\n"
+            "                        changes nothing, needs no server\n"
+            "  --sysfs-root DIR      read the RDMA devices and interfaces for NCCL's settings\n"
+            "                        under DIR instead of /sys (for tests)\n"
             "An agent running as root runs each worker as its team's user; one that is not\n"
             "root runs every worker as itself.\n\n"
             "SIGTERM or SIGINT shut the node down: workers that can checkpoint do, all stop,\n"
@@ -81,6 +90,8 @@ int cmd_agent(int argc, char **argv)
         {"worker-group", required_argument, NULL, 'G'},
         {"allow-root-workers", no_argument, NULL, 'R'},
         {"no-cgroups", no_argument, NULL, 'C'},
+        {"inventory", no_argument, NULL, 'I'},
+        {"sysfs-root", required_argument, NULL, 'Y'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -89,6 +100,7 @@ int cmd_agent(int argc, char **argv)
         .token = getenv("GPUORCH_TOKEN"),
         .gpus = "nvml",
     };
+    bool inventory = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "s:t:n:a:g:d:c:h", opts, NULL)) != -1) {
@@ -146,6 +158,12 @@ int cmd_agent(int argc, char **argv)
         case 'C':
             o.no_cgroups = true;
             break;
+        case 'I':
+            inventory = true;
+            break;
+        case 'Y':
+            o.sysfs_root = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -159,15 +177,6 @@ int cmd_agent(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!o.server_url || !*o.server_url) {
-        fprintf(stderr, "gpuorch agent: --server (or GPUORCH_SERVER) is required\n");
-        return 2;
-    }
-    if (!o.token || !*o.token) {
-        fprintf(stderr, "gpuorch agent: --token (or GPUORCH_TOKEN) is required: an agent token "
-                        "from 'gpuorch token create --role agent'\n");
-        return 2;
-    }
     char host[256];
     if (!o.node) {
         if (gethostname(host, sizeof(host)) < 0 || !host[0]) {
@@ -176,6 +185,26 @@ int cmd_agent(int argc, char **argv)
         }
         host[sizeof(host) - 1] = '\0';
         o.node = host;
+    }
+    if (inventory) {
+        Buf out = {0}, err = {0};
+        int r = agent_inventory(o.gpus, o.node, o.sysfs_root, &out, &err);
+        if (r < 0)
+            fprintf(stderr, "gpuorch agent: %s\n", buf_str(&err));
+        else
+            fputs(buf_str(&out), stdout);
+        buf_free(&out);
+        buf_free(&err);
+        return r < 0 ? 1 : 0;
+    }
+    if (!o.server_url || !*o.server_url) {
+        fprintf(stderr, "gpuorch agent: --server (or GPUORCH_SERVER) is required\n");
+        return 2;
+    }
+    if (!o.token || !*o.token) {
+        fprintf(stderr, "gpuorch agent: --token (or GPUORCH_TOKEN) is required: an agent token "
+                        "from 'gpuorch token create --role agent'\n");
+        return 2;
     }
     char state_dir[512];
     if (!o.state_dir) {

@@ -504,6 +504,19 @@ static void node_line(Buf *out, const json_t *node, const NodeWidths *nw, int64_
     buf_free(&f);
 }
 
+/* A node's sick GPUs (fenced: the node takes no new work), one line each. */
+static void sick_lines(Buf *out, const json_t *node)
+{
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(node, "sick_gpus"), i, g)
+    {
+        const char *why = jstr(g, "reason");
+        buf_printf(out, "  GPU %lld sick: %s (fenced: no new work on this node)\n",
+                   (long long)json_integer_value(json_object_get(g, "index")), why ? why : "?");
+    }
+}
+
 /* A mismatched node's difference, under its line, wrapped at word boundaries. */
 static void mismatch_lines(Buf *out, const json_t *node, size_t width)
 {
@@ -596,6 +609,7 @@ int view_nodes(const json_t *reply, int64_t now_ms, size_t width, Buf *out, Buf 
     {
         node_line(out, node, &nw, now_ms, width);
         mismatch_lines(out, node, width);
+        sick_lines(out, node);
         gpu_map(out, json_object_get(node, "gpus"), width);
     }
     nodes_summary(out, nodes);

@@ -546,8 +546,8 @@ void cluster_set_away(Cluster *c, uint32_t node, NodeAway why)
 const char *node_away_name(NodeAway why)
 {
     static const char *const names[AWAY_COUNT] = {
-        "",     "unregistered", "lost",      "mismatched", "notice",
-        "down", "cordoned",     "not-ready", "tainted",    "mig-failed"};
+        "",         "unregistered", "lost",    "mismatched", "notice",  "down",
+        "cordoned", "not-ready",    "tainted", "mig-failed", "gpu-sick"};
     return (unsigned)why < AWAY_COUNT ? names[why] : "?";
 }
 

@@ -77,6 +77,7 @@ typedef enum NodeAway {
     AWAY_NOT_READY,    /* Kubernetes: the Node's Ready condition is not True */
     AWAY_TAINTED,      /* Kubernetes: a NoSchedule taint GPU pods do not tolerate */
     AWAY_MIG_FAILED,   /* Kubernetes: its MIG manager failed the last layout change */
+    AWAY_GPU_SICK,     /* its agent reports a sick GPU (critical Xid, ECC, off the bus) */
     AWAY_COUNT
 } NodeAway;
 

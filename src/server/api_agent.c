@@ -12,6 +12,7 @@
  * the logs of workers that ran there; an unbound one may act for any node. */
 #include "server/api.h"
 #include "server/checkpoint.h"
+#include "server/gpufence.h"
 #include "server/gpusample.h"
 #include "server/nodecheck.h"
 #include "server/nodespan.h"
@@ -255,6 +256,22 @@ static void worker_limits_json(const Server *s, const ServerJob *j, json_t *o)
     json_object_set_new(o, "memory_mib", json_integer(j->spec.memory_mib));
 }
 
+/* What the agent needs to set NCCL up for the network (docs/agent.md, "NCCL and the
+ * fabric"): "fabric", the node's pool's label from the cluster spec (left out without
+ * one), and "multi_node", whether the run's workers are on more than one node (only
+ * then does NCCL cross the network; the agent cannot tell from world_size alone). */
+static void worker_fabric_json(const Server *s, const Placement *pl, const WorkerAlloc *wa,
+                               json_t *o)
+{
+    uint16_t f = s->c->nodes[wa->node].fabric;
+    if (f && f < s->c->n_fabrics && *s->c->fabrics[f])
+        json_object_set_new(o, "fabric", json_string(s->c->fabrics[f]));
+    bool multi = false;
+    for (size_t w = 0; !multi && w < pl->n_workers; w++)
+        multi = pl->workers[w].node != wa->node;
+    json_object_set_new(o, "multi_node", json_boolean(multi));
+}
+
 /* Worker `rank` of run `run` on allocation pl (the job's, or the one a move leaves). */
 static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t rank, uint32_t run,
                            int64_t now)
@@ -281,6 +298,7 @@ static json_t *worker_json(Server *s, ServerJob *j, const Placement *pl, size_t 
     if (o) {
         json_object_set_new(o, "checkpoints", json_boolean(job_checkpoints(j)));
         worker_limits_json(s, j, o);
+        worker_fabric_json(s, pl, wa, o);
     }
     return o;
 }
@@ -362,7 +380,9 @@ static void fold_interruption(Server *s, uint32_t node, const Interruption *in, 
         if (ns->interruption_deadline_ms) {
             log_info("event=node_interruption_cleared node=%s", name);
             ns->interruption_deadline_ms = 0;
-            cluster_set_schedulable(s->c, node, s->c->nodes[node].state == NODE_UP);
+            /* a node fenced for a sick GPU stays closed */
+            if (!gpufence_fenced(s, node))
+                cluster_set_schedulable(s->c, node, s->c->nodes[node].state == NODE_UP);
             server_kick(s);
         }
         return;
@@ -610,6 +630,8 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         fold_unreported(s, (uint32_t)idx, now, &ch);
     if (!shutdown || intr.deadline_ms) /* a notice cleared does not reopen a node going down */
         fold_interruption(s, (uint32_t)idx, &intr, now, &ch);
+    if (!shutdown)
+        gpufence_fold(s, (uint32_t)idx, json_object_get(body, "gpus"), now, &ch);
     int r = server_commit_released(s, &ch);
     changes_free(&ch);
     if (r < 0) {

@@ -150,6 +150,13 @@ static json_t *node_json(Server *s, uint32_t i, const Holder *h, size_t nh)
     json_object_set_new(o, "state", json_string(node_liveness_name(ns->liveness)));
     if (ns->liveness == NODE_MISMATCHED && ns->mismatch)
         json_object_set_new(o, "mismatch", json_string(ns->mismatch));
+    /* the GPUs fenced for sickness (gpufence.c): the node takes no new work while any is */
+    json_t *sick = json_array();
+    for (unsigned g = 0; g < n->n_gpus && g < NODE_MAX_GPUS; g++)
+        if (ns->gpu_sick_mask & (1u << g))
+            json_array_append_new(
+                sick, json_pack("{s:i, s:s}", "index", (int)g, "reason", ns->gpu_sick[g]));
+    json_object_set_new(o, "sick_gpus", sick);
     /* autoscaled pools: whether the node is there at all (absent, starting, up, leaving) */
     static const char *const presence[] = {"up", "starting", "leaving", "absent"};
     json_object_set_new(o, "presence",

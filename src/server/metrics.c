@@ -200,6 +200,17 @@ static void job_metrics(Server *s, Buf *b)
             label(b, s->c->nodes[i].name);
             buf_puts(b, "} 1\n");
         }
+    head(b, "gpuorch_gpu_fenced", "gauge",
+         "1 for each GPU fenced because its agent reports it sick (reason: why).");
+    for (size_t i = 0; i < s->c->n_nodes; i++)
+        for (unsigned g = 0; g < s->c->nodes[i].n_gpus && g < NODE_MAX_GPUS; g++)
+            if (s->nodes[i].gpu_sick_mask & (1u << g)) {
+                buf_puts(b, "gpuorch_gpu_fenced{node=");
+                label(b, s->c->nodes[i].name);
+                buf_printf(b, ",gpu=\"%u\",reason=", g);
+                label(b, s->nodes[i].gpu_sick[g]);
+                buf_puts(b, "} 1\n");
+            }
 }
 
 /* Budgets, as the scheduler's last cycle counted them (metering.c). */

@@ -117,6 +117,7 @@ typedef struct NodeGpuSample {
     double power_w;
     int temperature_c;
 } NodeGpuSample;
+#define NODE_GPU_HEALTH_MAX 48 /* a sick GPU's reason, as the agent's GPU_HEALTH_MAX */
 
 typedef struct NodeState {
     uint8_t liveness;     /* NodeLiveness */
@@ -134,6 +135,8 @@ typedef struct NodeState {
     /* the GPU readings of its last heartbeat (malloc'd; NULL, 0: none) */
     NodeGpuSample *samples;
     size_t n_samples;
+    uint16_t gpu_sick_mask; /* GPUs (by node-local index) its agent reports sick (gpufence.h) */
+    char gpu_sick[NODE_MAX_GPUS][NODE_GPU_HEALTH_MAX]; /* their reasons, "" for healthy ones */
 } NodeState;
 
 typedef enum ProviderKind { PROVIDER_NONE, PROVIDER_SIM, PROVIDER_EXEC } ProviderKind;

@@ -12,6 +12,7 @@
  *                 "memory_mib": 81920, "pci_bus_id": "00000000:07:00.0",
  *                 "mig_capable": true, "mig_enabled": true,
  *                 "mig_needs_reset": false,     nvmlDeviceSetMigMode says RESET_REQUIRED
+ *                 "compute_mode": 0,            nvmlComputeMode_t, set by nvmlDeviceSetComputeMode
  *                 "processes": [{"pid": 10, "used_mib": 500}],
  *                 "sample": {"gpu_util": 73, "memory_util": 40,
  *                            "power_mw": 250500, "temperature_c": 61,
@@ -26,8 +27,16 @@
  * NVML_ERROR_NOT_SUPPORTED, as most MIG devices do for utilisation, and
  * utilization_error, power_error or temperature_error make that call return the given
  * code. A GPU instance's sample answers for its MIG device (utilisation only). Memory
- * used is always the processes' sum. It writes the state back (same file, every other
- * key kept) whenever MIG mode, a GPU
+ * used is always the processes' sum.
+ *
+ * Health, per device, read again from the file at every health call (nvmlEventSetWait_v2,
+ * nvmlDeviceGetTotalEccErrors) so a test can make a running agent's GPU sick:
+ *   "xid": 79                 delivered once as a critical Xid event (each new value once)
+ *   "ecc_uncorrected": 2      the volatile uncorrected ECC count; "ecc_supported": false
+ *                             makes nvmlDeviceGetTotalEccErrors answer NOT_SUPPORTED
+ *   "lost": true              fallen off the bus: nvmlDeviceGetHandleByIndex_v2 and the
+ *                             health calls on it answer NVML_ERROR_GPU_IS_LOST
+ * and writes it back (same file, every other key kept) whenever MIG mode, a GPU
  * instance or a compute instance changes, so a test can read what the agent did.
  *
  * MIG follows the A100/H100 80GB geometry the catalogue (data/gpu-catalog.json)
@@ -58,6 +67,8 @@ enum {
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_GPU_IS_LOST = 15,
     NVML_ERROR_RESET_REQUIRED = 16,
     NVML_ERROR_IN_USE = 19,
     NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
@@ -270,11 +281,15 @@ struct Gpu {
     char uuid[UUID_CAP], name[96], bus_id[32];
     unsigned long long memory_mib;
     bool mig_capable, mig_enabled, mig_needs_reset, has_nvlink;
+    int compute_mode; /* nvmlComputeMode_t: 0 default, 2 prohibited, 3 exclusive-process */
     Proc procs[MAX_PROCS];
     size_t n_procs;
     Link links[NVML_NVLINK_MAX_LINKS];
     struct nvmlGpuInstance_st gis[MAX_GIS];
     Sample sample;
+    /* health, from the live keys */
+    bool lost, ecc_unsupported, xid_registered;
+    unsigned long long ecc_uncorrected, xid_last, xid_pending;
 };
 
 static struct {
@@ -465,6 +480,7 @@ static void write_back(void)
                                "processes", procs_json(gi->procs, gi->n_procs)));
         }
         json_object_set_new(g->json, "mig_enabled", json_boolean(g->mig_enabled));
+        json_object_set_new(g->json, "compute_mode", json_integer(g->compute_mode));
         json_object_set_new(g->json, "gpu_instances", gis);
     }
     char tmp[sizeof(st.path) + 8];
@@ -534,6 +550,7 @@ static int read_gpu(Gpu *g, unsigned index, json_t *d)
     g->mig_enabled = g->mig_capable && json_is_true(json_object_get(d, "mig_enabled"));
     g->mig_needs_reset = json_is_true(json_object_get(d, "mig_needs_reset"));
     g->sample = read_sample(json_object_get(d, "sample"));
+    g->compute_mode = (int)json_integer_value(json_object_get(d, "compute_mode"));
     if (read_procs(json_object_get(d, "processes"), g->procs, &g->n_procs) < 0)
         return -1;
     json_t *links = json_object_get(d, "nvlinks"), *l, *gi_j;
@@ -643,6 +660,10 @@ const char *nvmlErrorString(nvmlReturn_t result)
         return "Insufficient Size";
     case NVML_ERROR_DRIVER_NOT_LOADED:
         return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+        return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST:
+        return "GPU is lost";
     case NVML_ERROR_RESET_REQUIRED:
         return "GPU requires reset";
     case NVML_ERROR_IN_USE:
@@ -670,6 +691,8 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
     CHECK_INIT();
     if (index >= st.count || !device)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (st.gpus[index].lost)
+        return NVML_ERROR_GPU_IS_LOST;
     *device = &st.gpus[index].dev;
     return NVML_SUCCESS;
 }
@@ -743,6 +766,19 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
     if (!g || !pci)
         return NVML_ERROR_INVALID_ARGUMENT;
     fill_pci(pci, g->bus_id);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, int mode);
+/* Default, prohibited or exclusive-process (1, the old exclusive-thread, is gone). */
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, int mode)
+{
+    CHECK_INIT();
+    Gpu *g = gpu_of(device);
+    if (!g || (mode != 0 && mode != 2 && mode != 3))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    g->compute_mode = mode;
+    write_back();
     return NVML_SUCCESS;
 }
 
@@ -1198,4 +1234,116 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensorType, unsig
     if (s->temp.rc == NVML_SUCCESS)
         *temp = s->temp.value;
     return s->temp.rc;
+}
+
+/* ---- health: events and ECC ---- */
+
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType, eventData;
+    unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+#define NVML_EVENT_TYPE_XID_CRITICAL_ERROR 0x8ull
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int errorType, int counterType,
+                                         unsigned long long *eccCounts);
+
+static int event_set_token; /* the one event set's handle points here */
+
+/* The live health keys from the file as it is now. */
+static void refresh_health(void)
+{
+    json_t *root = json_load_file(st.path, 0, NULL);
+    json_t *devs = json_object_get(root, "devices");
+    for (unsigned i = 0; i < st.count; i++) {
+        Gpu *g = &st.gpus[i];
+        json_t *d = json_array_get(devs, i);
+        if (!d)
+            continue;
+        g->lost = json_is_true(json_object_get(d, "lost"));
+        g->ecc_unsupported = json_is_false(json_object_get(d, "ecc_supported"));
+        g->ecc_uncorrected =
+            (unsigned long long)json_integer_value(json_object_get(d, "ecc_uncorrected"));
+        unsigned long long xid = (unsigned long long)json_integer_value(json_object_get(d, "xid"));
+        if (xid && xid != g->xid_last) {
+            g->xid_last = xid;
+            g->xid_pending = xid;
+        }
+    }
+    json_decref(root);
+}
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    CHECK_INIT();
+    if (!set)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *set = (nvmlEventSet_t)&event_set_token;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set)
+{
+    CHECK_INIT();
+    Gpu *g = gpu_of(device);
+    if (!g || set != (nvmlEventSet_t)&event_set_token)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (g->lost)
+        return NVML_ERROR_GPU_IS_LOST;
+    if (eventTypes & ~NVML_EVENT_TYPE_XID_CRITICAL_ERROR)
+        return NVML_ERROR_NOT_SUPPORTED; /* the only type this double delivers */
+    g->xid_registered = true;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms)
+{
+    (void)timeoutms; /* never sleeps: an event is there or it is not */
+    CHECK_INIT();
+    if (set != (nvmlEventSet_t)&event_set_token || !data)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    refresh_health();
+    for (unsigned i = 0; i < st.count; i++) {
+        Gpu *g = &st.gpus[i];
+        if (!g->xid_registered || !g->xid_pending)
+            continue;
+        *data = (nvmlEventData_t){.device = &g->dev,
+                                  .eventType = NVML_EVENT_TYPE_XID_CRITICAL_ERROR,
+                                  .eventData = g->xid_pending,
+                                  .gpuInstanceId = 0xffffffffu,
+                                  .computeInstanceId = 0xffffffffu};
+        g->xid_pending = 0;
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_TIMEOUT;
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    CHECK_INIT();
+    return set == (nvmlEventSet_t)&event_set_token ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int errorType, int counterType,
+                                         unsigned long long *eccCounts)
+{
+    CHECK_INIT();
+    Gpu *g = gpu_of(device);
+    if (!g || !eccCounts || errorType < 0 || errorType > 1 || counterType < 0 || counterType > 1)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    refresh_health();
+    if (g->lost)
+        return NVML_ERROR_GPU_IS_LOST;
+    if (g->ecc_unsupported)
+        return NVML_ERROR_NOT_SUPPORTED;
+    /* uncorrected (1) as scripted, volatile and aggregate alike; no corrected ones */
+    *eccCounts = errorType == 1 ? g->ecc_uncorrected : 0;
+    return NVML_SUCCESS;
 }

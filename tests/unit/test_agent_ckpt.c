@@ -55,7 +55,7 @@ static Worker *start(int job, int rank, const char *script)
     w->log_path = path_in("logs/%d-%d.log", job, rank);
     char **env = NULL;
     Buf err = {0};
-    assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, NULL, &env, &err), 0);
+    assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, NULL, NULL, &env, &err), 0);
     pid_t pid;
     worker_starting(w);
     assert_int_equal(launch_spawn(w->a.argv, env, w->log_path, NULL, NULL, -1, &pid, &err), 0);

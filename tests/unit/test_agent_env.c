@@ -82,7 +82,7 @@ static char *build(const char *json, char *const *base, int want_r)
     parse(json, &a);
     char **env = NULL;
     Buf err = {0};
-    int r = launch_env(&a, g, 2, "/ckpt/17", base, &env, &err);
+    int r = launch_env(&a, g, 2, "/ckpt/17", base, NULL, &env, &err);
     assign_free(&a);
     if (r != want_r)
         fail_msg("launch_env returned %d (%s), expected %d", r, buf_str(&err), want_r);
@@ -148,7 +148,7 @@ static void test_two_whole_gpus_in_grant_order(void **state)
           &a);
     char **env = NULL;
     Buf err = {0};
-    assert_int_equal(launch_env(&a, g, 2, "/ckpt/3", NULL, &env, &err), 0);
+    assert_int_equal(launch_env(&a, g, 2, "/ckpt/3", NULL, NULL, &env, &err), 0);
     char *flat = flatten(env);
     assert_string_equal(flat, "CUDA_VISIBLE_DEVICES=GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee,"
                               "GPU-11111111-2222-3333-4444-555555555555\n"
@@ -300,7 +300,7 @@ static void test_gpu_memory_sum(void **state)
           &a);
     char **env = NULL;
     Buf err = {0};
-    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, &env, &err), 0);
+    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, NULL, &env, &err), 0);
     char *flat = flatten(env);
     /* 81920 + 9728 + 40192 */
     if (!strstr(flat, "GPUORCH_GPU_MEMORY_MIB=131840\n"))
@@ -310,7 +310,7 @@ static void test_gpu_memory_sum(void **state)
 
     /* a model the catalogue does not know: its instances' memory is not known */
     g[1].model = NULL;
-    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, &env, &err), 0);
+    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, NULL, &env, &err), 0);
     flat = flatten(env);
     assert_null(strstr(flat, "GPUORCH_GPU_MEMORY_MIB"));
     free(flat);
@@ -324,7 +324,7 @@ static void test_gpu_memory_sum(void **state)
     parse("{\"job\": 4, \"run\": 1, \"rank\": 0, \"gpus\": [{\"index\": 0, \"fraction\": 0.3}, "
           "{\"index\": 1, \"fraction\": 0.5}], \"command\": [\"serve\"]}",
           &a);
-    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, &env, &err), 0);
+    assert_int_equal(launch_env(&a, g, 2, "/ckpt/4", NULL, NULL, &env, &err), 0);
     flat = flatten(env);
     /* 24576 + 40960 */
     if (!strstr(flat, "GPUORCH_GPU_MEMORY_MIB=65536\n"))
@@ -354,7 +354,7 @@ static void test_gpu_memory_h100(void **state)
           &a);
     char **env = NULL;
     Buf err = {0};
-    assert_int_equal(launch_env(&a, &g, 1, "/ckpt/6", NULL, &env, &err), 0);
+    assert_int_equal(launch_env(&a, &g, 1, "/ckpt/6", NULL, NULL, &env, &err), 0);
     char *flat = flatten(env);
     /* the H100's 1g.10gb reports 9984 MiB; the A100-80GB's 9728 */
     if (!strstr(flat, "GPUORCH_GPU_MEMORY_MIB=9984\n"))

@@ -58,7 +58,7 @@ static int start(const char *spec_json, char *const *base_env, Worker **ret)
     w->log_path = path_in("logs/%lld-%u.log", (long long)key.job, key.rank);
     char **env = NULL;
     Buf err = {0};
-    assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, base_env, &env, &err), 0);
+    assert_int_equal(launch_env(&w->a, NULL, 0, w->ckpt_dir, base_env, NULL, &env, &err), 0);
     pid_t pid;
     worker_starting(w);
     int r = launch_spawn(w->a.argv, env, w->log_path, NULL, NULL, -1, &pid, &err);

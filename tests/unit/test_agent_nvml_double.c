@@ -11,12 +11,14 @@
 #include <cmocka.h>
 
 #include "agent/gpus.h"
+#include "agent/mps.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/gpuorch-nvml-XXXXXX";
@@ -236,13 +238,15 @@ static void test_busy(void **state)
     char *after = slurp();
     assert_string_equal(before, after); /* nothing changed, nothing written */
     free(after);
-    /* the agent thinks it idle, the driver knows its process: NVML_ERROR_IN_USE */
+    /* the agent thinks it idle, the driver knows its process: found before anything is
+     * destroyed, so the GPU stays as it was (1g.10gb@0 too) */
     buf_free(&err);
     assert_int_equal(b->ops->mig_apply(b, 0, &l, 0, &err), -EBUSY);
-    assert_non_null(strstr(buf_str(&err), "In use by another client"));
-    char got[256];
-    instances_of(0, got, sizeof(got));
-    assert_non_null(strstr(got, "3g.40gb@4/1"));
+    assert_string_equal(buf_str(&err), "GPU 0: the 3g.40gb instance at slot 4 has a process "
+                                       "(pid 200) that gpuorch did not start: nothing changed");
+    after = slurp();
+    assert_string_equal(before, after);
+    free(after);
     free(before);
     buf_free(&err);
     gpus_close(b);
@@ -380,6 +384,63 @@ static void test_sample(void **state)
     gpus_close(b);
 }
 
+/* The GPUs' health as the backend reports it now, "ok" for healthy ones, joined by
+ * "|". */
+static void health_of(GpuBackend *b, size_t n, char *out, size_t cap)
+{
+    GpuHealth h[8];
+    Buf err = {0};
+    assert_true(n <= 8);
+    assert_non_null(b->ops->health);
+    assert_int_equal(b->ops->health(b, h, n, &err), 0);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%s", i ? "|" : "",
+                 h[i].why[0] ? h[i].why : "ok");
+    buf_free(&err);
+}
+
+/* Two GPUs: 0 a datacenter one with ECC, 1 a consumer one without (NOT_SUPPORTED). */
+static const char *HEALTHY = "{\"devices\": ["
+                             " {\"uuid\": \"GPU-a0\", \"name\": \"NVIDIA A100-SXM4-80GB\"},"
+                             " {\"uuid\": \"GPU-g1\", \"name\": \"NVIDIA GeForce RTX 4090\","
+                             "  \"ecc_supported\": false}]}";
+
+static void test_health(void **state)
+{
+    (void)state;
+    char got[256];
+    GpuBackend *b = open_node(HEALTHY);
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ok|ok"); /* no ECC on the consumer GPU is not sickness */
+    /* an application's Xid (a page fault) leaves the GPU fit */
+    script("{\"devices\": [{\"uuid\": \"GPU-a0\", \"xid\": 31},"
+           " {\"uuid\": \"GPU-g1\", \"ecc_supported\": false}]}");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ok|ok");
+    /* a double-bit ECC Xid on GPU 1 fences it, and it stays sick once the event is gone */
+    script("{\"devices\": [{\"uuid\": \"GPU-a0\", \"xid\": 31},"
+           " {\"uuid\": \"GPU-g1\", \"ecc_supported\": false, \"xid\": 48}]}");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ok|xid 48");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ok|xid 48");
+    /* uncorrectable ECC errors on GPU 0 */
+    script("{\"devices\": [{\"uuid\": \"GPU-a0\", \"ecc_uncorrected\": 3},"
+           " {\"uuid\": \"GPU-g1\", \"ecc_supported\": false}]}");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "ecc uncorrected 3|xid 48");
+    gpus_close(b);
+
+    /* fallen off the bus while the agent runs: GPU_IS_LOST on every call on it */
+    b = open_node(HEALTHY);
+    script("{\"devices\": [{\"uuid\": \"GPU-a0\", \"lost\": true},"
+           " {\"uuid\": \"GPU-g1\", \"ecc_supported\": false}]}");
+    health_of(b, 2, got, sizeof(got));
+    assert_string_equal(got, "fallen off the bus|ok");
+    gpus_close(b);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -396,12 +457,65 @@ static int teardown(void **state)
     return rmdir(dir);
 }
 
+/* An MPS share's GPU goes into exclusive-process compute mode while its daemon runs
+ * and back to default after (mps.h), through NVML; the daemon is a stand-in script. */
+static void test_mps_compute_mode(void **state)
+{
+    (void)state;
+    GpuBackend *b = open_node(NODE);
+    char mdir[] = "/tmp/gpuorch-mps-XXXXXX";
+    assert_non_null(mkdtemp(mdir));
+    char control[96];
+    snprintf(control, sizeof(control), "%s/mps-control", mdir);
+    FILE *f = fopen(control, "w");
+    assert_non_null(f);
+    /* -f: the daemon, until quit arrives; else the client, which passes quit on */
+    fputs("#!/bin/sh\nif [ \"$1\" = -f ]; then\n"
+          "  while [ ! -e \"$CUDA_MPS_PIPE_DIRECTORY/quit\" ]; do sleep 0.02; done; exit 0\n"
+          "fi\nread -r c; [ \"$c\" = quit ] && : >\"$CUDA_MPS_PIPE_DIRECTORY/quit\"\n",
+          f);
+    fclose(f);
+    chmod(control, 0755);
+    setenv("GPUORCH_MPS_CONTROL", control, 1);
+    AgentGpu *gpus = NULL;
+    size_t n = 0;
+    Buf err = {0};
+    assert_int_equal(b->ops->discover(b, &gpus, &n, &err), 0);
+    Mps m;
+    mps_init(&m, mdir);
+    if (mps_ensure(&m, b, &gpus[1], &err) < 0)
+        fail_msg("mps_ensure: %s", buf_str(&err));
+    assert_non_null(mps_of(&m, 1));
+    json_t *g = state_of(1);
+    assert_int_equal(json_integer_value(json_object_get(g, "compute_mode")), 3);
+    json_decref(g);
+    g = state_of(0);
+    assert_int_equal(json_integer_value(json_object_get(g, "compute_mode")), 0); /* others */
+    json_decref(g);
+    mps_stop(&m, b, 1);
+    assert_null(mps_of(&m, 1));
+    g = state_of(1);
+    assert_int_equal(json_integer_value(json_object_get(g, "compute_mode")), 0);
+    json_decref(g);
+    unsigned gi;
+    int st;
+    assert_int_equal(mps_reap(&m, &gi, &st), 0); /* asked to stop: not a fault */
+    unsetenv("GPUORCH_MPS_CONTROL");
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", mdir);
+    assert_int_equal(system(cmd), 0);
+    free(gpus);
+    buf_free(&err);
+    gpus_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_discover), cmocka_unit_test(test_apply),
         cmocka_unit_test(test_busy),     cmocka_unit_test(test_processes),
-        cmocka_unit_test(test_errors),   cmocka_unit_test(test_sample),
+        cmocka_unit_test(test_errors),   cmocka_unit_test(test_health),
+        cmocka_unit_test(test_sample),   cmocka_unit_test(test_mps_compute_mode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

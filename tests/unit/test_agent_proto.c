@@ -46,6 +46,7 @@ static void test_heartbeat_shape(void **state)
     g[1].index = 1;
     strcpy(g[1].uuid, "GPU-1");
     strcpy(g[1].name, "NVIDIA A100-80GB");
+    strcpy(g[1].health, "xid 79"); /* sick: its reason goes out as its health */
 
     Worker *run = worker("{\"job\": 17, \"run\": 1, \"rank\": 0, \"command\": [\"x\"]}");
     run->state = WK_RUNNING;
@@ -79,9 +80,10 @@ static void test_heartbeat_shape(void **state)
         "{\"index\": 0, \"uuid\": \"GPU-0\", \"name\": \"NVIDIA A100-80GB\", \"memory_mib\": "
         "81920, \"mig_capable\": true, \"mig_enabled\": true, \"mig\": [{\"profile\": "
         "\"1g.10gb\", \"start\": 6, "
-        "\"uuid\": \"MIG-6\"}], \"nvlink_peers\": [1]},"
+        "\"uuid\": \"MIG-6\"}], \"nvlink_peers\": [1], \"health\": \"ok\"},"
         "{\"index\": 1, \"uuid\": \"GPU-1\", \"name\": \"NVIDIA A100-80GB\", \"memory_mib\": 0, "
-        "\"mig_capable\": false, \"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": []}],"
+        "\"mig_capable\": false, \"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": [], "
+        "\"health\": \"xid 79\"}],"
         "\"workers\": ["
         "{\"job\": 17, \"run\": 1, \"rank\": 0, \"pid\": 4242, \"state\": \"running\", "
         "\"start_ms\": 1764500000000, \"checkpoint\": \"/ck/17/ckpt-3\", "
@@ -181,10 +183,11 @@ static void test_heartbeat_samples(void **state)
         "  {\"profile\": \"1g.10gb\", \"start\": 0, \"uuid\": \"MIG-0\"},"
         "  {\"profile\": \"3g.40gb\", \"start\": 4, \"uuid\": \"MIG-4\","
         "   \"sample\": {\"busy_pct\": 35, \"memory_used_mib\": 30000}}],"
-        " \"nvlink_peers\": [],"
+        " \"nvlink_peers\": [], \"health\": \"ok\","
         " \"sample\": {\"memory_used_mib\": 31000, \"power_w\": 98.25, \"temperature_c\": 44}},"
         "{\"index\": 1, \"uuid\": \"GPU-1\", \"name\": \"NVIDIA H100\", \"memory_mib\": 0,"
-        " \"mig_capable\": false, \"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": []}]",
+        " \"mig_capable\": false, \"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": [], "
+        "\"health\": \"ok\"}]",
         0, NULL);
     assert_non_null(got);
     assert_non_null(want);
@@ -336,6 +339,10 @@ static void test_bad_assignments(void **state)
         {"{\"job\": 1, \"run\": 1, \"rank\": 0, \"command\": [\"x\"], \"grace_ms\": -1}",
          "'grace_ms' must be a whole number"},
         {"{\"job\": 0, \"run\": 1, \"rank\": 0, \"command\": [\"x\"]}", "'job', 'run' and 'rank'"},
+        {"{\"job\": 1, \"run\": 1, \"rank\": 0, \"command\": [\"x\"], \"fabric\": 3}",
+         "'fabric' must be a string"},
+        {"{\"job\": 1, \"run\": 1, \"rank\": 0, \"command\": [\"x\"], \"multi_node\": 1}",
+         "'multi_node' must be true or false"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         json_t *o = json_loads(cases[i].spec, 0, NULL);
@@ -362,6 +369,17 @@ static void test_bad_assignments(void **state)
     assert_string_equal(a.argv[1], "y");
     assert_null(a.argv[2]);
     assert_null(a.env[0]);
+    assert_null(a.fabric);
+    assert_false(a.multi_node);
+    assign_free(&a);
+    json_decref(o);
+    /* the node's pool's fabric label and whether the run spans nodes */
+    o = json_loads("{\"job\": 4, \"run\": 1, \"rank\": 3, \"world_size\": 16, \"command\": "
+                   "[\"x\"], \"fabric\": \"infiniband-ndr\", \"multi_node\": true}",
+                   0, NULL);
+    assert_int_equal(assign_parse(o, &a, &err), 0);
+    assert_string_equal(a.fabric, "infiniband-ndr");
+    assert_true(a.multi_node);
     assign_free(&a);
     json_decref(o);
     assert_int_equal(assign_signal_from_name("SIGTERM"), SIGTERM);
