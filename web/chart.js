@@ -5,7 +5,8 @@ import { fmtClock, svg } from './util.js';
 
 const PAD = { left: 40, right: 12, top: 10, bottom: 22 };
 
-// series: [{label, values, colour, dash, fill}] over times t (ms); y from 0 to yMax.
+// series: [{label, values, colour, dash, fill}] over times t (ms); y from 0 to yMax. A
+// null value (not measured) is no point: the line joins the points there are.
 export function lineChart({ t, series, yMax, width = 560, height = 180, label }) {
   const w = width - PAD.left - PAD.right;
   const hgt = height - PAD.top - PAD.bottom;
@@ -24,9 +25,9 @@ export function lineChart({ t, series, yMax, width = 560, height = 180, label })
       svg('text', { x: PAD.left + w, y: height - 6, 'text-anchor': 'end', class: 'tick' }, fmtClock(t1)));
   }
   for (const s of series) {
-    if (!s.values.length) continue;
-    const pts = s.values.map((v, i) => `${x(t[i]).toFixed(1)},${y(v).toFixed(1)}`);
-    if (pts.length === 1) pts.push(`${(PAD.left + w).toFixed(1)},${y(s.values[0]).toFixed(1)}`);
+    const pts = s.values.flatMap((v, i) => (v === null ? [] : [`${x(t[i]).toFixed(1)},${y(v).toFixed(1)}`]));
+    if (!pts.length) continue;
+    if (pts.length === 1) pts.push(`${(PAD.left + w).toFixed(1)},${pts[0].split(',')[1]}`);
     if (s.fill)
       parts.push(svg('polygon', {
         points: `${pts[0].split(',')[0]},${y(0)} ${pts.join(' ')} ${pts[pts.length - 1].split(',')[0]},${y(0)}`,
@@ -37,7 +38,7 @@ export function lineChart({ t, series, yMax, width = 560, height = 180, label })
       'stroke-dasharray': s.dash ? '5 3' : null,
     }));
   }
-  const last = series.map((s) => `${s.label} ${s.values.length ? s.values[s.values.length - 1] : 0}`).join(', ');
+  const last = series.map((s) => `${s.label} ${s.values.length ? s.values[s.values.length - 1] ?? 'unknown' : 0}`).join(', ');
   return svg('svg', {
     viewBox: `0 0 ${width} ${height}`, class: 'chart', role: 'img',
     'aria-label': `${label}: ${t.length} samples; now ${last} of ${yMax}`,

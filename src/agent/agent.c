@@ -217,6 +217,60 @@ static void gpu_usage(const Agent *a, unsigned index, uint8_t *ret_busy, bool *r
     *ret_whole = whole;
 }
 
+/* What the live workers hold of GPU g (GpuLoad): whole GPUs, MPS fractions and MIG
+ * instances by their compute slices. */
+static GpuLoad gpu_load(const Agent *a, const AgentGpu *g)
+{
+    GpuLoad l = {0};
+    for (size_t i = 0; i < a->n_w; i++) {
+        const Worker *w = a->w[i];
+        if (!worker_live(w))
+            continue;
+        for (size_t k = 0; k < w->a.n_gpus; k++) {
+            const WorkerGpu *wg = &w->a.gpus[k];
+            if (wg->index != g->index)
+                continue;
+            if (wg->kind == WGPU_WHOLE)
+                l.share += 1;
+            else if (wg->kind == WGPU_SHARE)
+                l.share += wg->fraction;
+            else if (!((l.mig_busy >> wg->start) & 1)) {
+                l.mig_busy |= (uint8_t)(1u << wg->start);
+                int p = g->model ? catalog_profile_index(g->model, wg->profile) : -1;
+                if (p >= 0 && g->model->mig_compute_slices)
+                    l.share +=
+                        (double)g->model->profiles[p].compute_slices / g->model->mig_compute_slices;
+            }
+        }
+    }
+    if (l.share > 1)
+        l.share = 1;
+    return l;
+}
+
+/* Each GPU's readings, taken once per heartbeat so the report carries them fresh. A
+ * GPU that cannot be read reports none this time. */
+static void sample_gpus(Agent *a)
+{
+    if (!a->gb->ops->sample)
+        return;
+    for (size_t i = 0; i < a->n_gpus; i++) {
+        AgentGpu *g = &a->gpus[i];
+        GpuLoad load = gpu_load(a, g);
+        Buf err = {0};
+        GpuSample s;
+        if (a->gb->ops->sample(a->gb, g, &load, &s, &err) == 0)
+            g->sample = s;
+        else {
+            /* logged when readings stop, not at every heartbeat they stay away */
+            if (g->sample.has_busy || g->sample.has_memory)
+                log_error("event=gpu_sample gpu=%u error=\"%s\"", g->index, buf_str(&err));
+            g->sample = (GpuSample){0};
+        }
+        buf_free(&err);
+    }
+}
+
 /* A change can take seconds per GPU (2 s simulated); past AGENT_MIG_BUDGET_MS the rest
  * waits for the next heartbeat, so the node keeps reporting while it reconfigures. The
  * next heartbeat begins where this one stopped, so a slow GPU cannot starve the rest. */
@@ -738,6 +792,7 @@ static void heartbeat(Agent *a, int64_t mono)
     HeartbeatReply hr = {0};
     /* the report the shutdown waits for: one that says every worker has ended */
     bool final = a->shutdown && !any_worker_left(a);
+    sample_gpus(a);
     if (proto_heartbeat(a->node, a->address, a->boot_id, a->server_id, a->gpus, a->n_gpus, a->w,
                         a->n_w, notice_watch_notice(a->notice), a->shutdown, &body) < 0) {
         heartbeat_failed(a, mono, "out of memory building the heartbeat");

@@ -1,7 +1,8 @@
 /* gpus.h: the agent's one narrow interface to the node's GPUs. A backend (NVML on a
  * real node, simulated GPUs elsewhere) is a table of functions: discover the
  * inventory, bring one GPU to a MIG layout, list one GPU's MIG instances with their
- * UUIDs, and (optionally) say how much GPU memory each process uses. Everything the
+ * UUIDs, (optionally) say how much GPU memory each process uses, and (optionally)
+ * sample what each GPU is measured doing (GpuSample). Everything the
  * agent changes on a GPU goes through here, so a privileged helper could take this
  * part over without the rest noticing. MIG layouts are the core's (core/mig.h):
  * profile indices of the GPU's catalogue model, keyed by start slot. */
@@ -29,6 +30,34 @@ typedef struct GpuInstance {
     char uuid[GPU_UUID_MAX];       /* "MIG-...": what CUDA_VISIBLE_DEVICES takes */
 } GpuInstance;
 
+/* One MIG instance's readings; a has_ flag is false where the backend could not say
+ * (NVML answers NOT_SUPPORTED for utilisation on most MIG devices). */
+typedef struct GpuInstanceSample {
+    uint8_t start; /* the instance's first memory slot, as in GpuInstance */
+    bool has_busy, has_memory;
+    uint8_t busy_pct;         /* 0-100: share of the last period a kernel ran */
+    uint64_t memory_used_mib; /* of the instance's memory */
+} GpuInstanceSample;
+
+/* One GPU's readings at one moment (GpuOps.sample), as NVML and DCGM's exporter give
+ * them; a has_ flag is false where the backend could not say. */
+typedef struct GpuSample {
+    bool has_busy, has_memory, has_power, has_temperature;
+    uint8_t busy_pct;         /* 0-100: nvmlDeviceGetUtilizationRates' gpu, SM busy share */
+    uint64_t memory_used_mib; /* nvmlDeviceGetMemoryInfo's used */
+    double power_w;           /* nvmlDeviceGetPowerUsage / 1000 */
+    int temperature_c;        /* nvmlDeviceGetTemperature, the GPU die */
+    size_t n_mig;
+    GpuInstanceSample mig[MIG_MAX_SLOTS]; /* the instances NVML gave readings for */
+} GpuSample;
+
+/* What the agent's running workers hold of one GPU: the simulated GPUs turn it into
+ * their readings, as they run nothing; a real GPU is measured instead. */
+typedef struct GpuLoad {
+    double share;     /* 0-1: GPU-equivalents held by running workers */
+    uint8_t mig_busy; /* bit i: the MIG instance starting at slot i is in use */
+} GpuLoad;
+
 typedef struct AgentGpu {
     unsigned index; /* the node-local index the server's grants use */
     char uuid[GPU_UUID_MAX];
@@ -41,6 +70,7 @@ typedef struct AgentGpu {
     GpuInstance mig[MIG_MAX_SLOTS]; /* in start order */
     size_t n_peers;
     unsigned peers[GPU_MAX_PEERS]; /* indices of GPUs it reaches over NVLink */
+    GpuSample sample;              /* the last readings (GpuOps.sample); all has_ false when none */
     /* why the GPU is sick, "" while it is healthy; once set, kept until the agent
      * restarts (docs/agent.md, "Sick GPUs"): the agent's loop sets it, not discover */
     char health[GPU_HEALTH_MAX];
@@ -75,6 +105,11 @@ typedef struct GpuOps {
     /* Compute processes on all GPUs with their memory; NULL when the backend cannot
      * tell. *ret is malloc'd (may be NULL when there are none). */
     int (*processes)(GpuBackend *b, GpuProcess **ret, size_t *ret_n, Buf *err);
+    /* What GPU g is measured doing now, per MIG instance where the backend can tell;
+     * load is what the agent's workers hold of it. A reading the GPU does not support
+     * is left out (its has_ flag false), not an error. NULL when the backend cannot
+     * measure. */
+    int (*sample)(GpuBackend *b, const AgentGpu *g, const GpuLoad *load, GpuSample *ret, Buf *err);
     /* Each of the first n GPUs' health (index order) into ret[0..n-1]. Called once per
      * heartbeat and must not block: events that arrived since the last call count. NULL
      * when the backend cannot tell (every GPU is taken as healthy). */

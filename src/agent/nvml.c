@@ -12,6 +12,7 @@
  * Methods", "Multi Instance GPU Management") and nvml.h define them. */
 #include "agent/gpus.h"
 #include "agent/nvml_health.h"
+#include "agent/nvml_sample.h"
 #include "util/macro.h"
 
 #include <dlfcn.h>
@@ -21,8 +22,6 @@
 #include <string.h>
 #include <strings.h>
 
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st *nvmlDevice_t;
 typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
 typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
 
@@ -45,10 +44,6 @@ enum {
 #define GI_PROFILE_INDICES  32
 #define CI_PROFILE_INDICES  16
 #define MAX_GIS_PER_PROFILE 8
-
-typedef struct {
-    unsigned long long total, free, used; /* bytes */
-} nvmlMemory_t;
 
 typedef struct {
     char busIdLegacy[16];
@@ -133,6 +128,9 @@ typedef struct NvmlApi {
     nvmlReturn_t (*DeviceGetGpuInstanceById)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t *);
     nvmlReturn_t (*DeviceGetComputeRunningProcesses_v3)(nvmlDevice_t, unsigned int *,
                                                         nvmlProcessInfo_t *);
+    nvmlReturn_t (*DeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t *);
+    nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, int, unsigned int *);
     nvmlReturn_t (*DeviceSetComputeMode)(nvmlDevice_t, int);
 } NvmlApi;
 
@@ -188,6 +186,9 @@ static const struct {
     {"nvmlDeviceGetGpuInstanceById", offsetof(NvmlApi, DeviceGetGpuInstanceById), false},
     {"nvmlDeviceGetComputeRunningProcesses_v3",
      offsetof(NvmlApi, DeviceGetComputeRunningProcesses_v3), false},
+    {"nvmlDeviceGetUtilizationRates", offsetof(NvmlApi, DeviceGetUtilizationRates), false},
+    {"nvmlDeviceGetPowerUsage", offsetof(NvmlApi, DeviceGetPowerUsage), false},
+    {"nvmlDeviceGetTemperature", offsetof(NvmlApi, DeviceGetTemperature), false},
     {"nvmlDeviceSetComputeMode", offsetof(NvmlApi, DeviceSetComputeMode), false},
 };
 
@@ -786,6 +787,26 @@ static int nvml_processes(GpuBackend *b, GpuProcess **ret, size_t *ret_n, Buf *e
     return 0;
 }
 
+/* nvml_sample.c does the reading, with the entry points it needs from the table. */
+static int nvml_sample(GpuBackend *b, const AgentGpu *g, const GpuLoad *load, GpuSample *ret,
+                       Buf *err)
+{
+    (void)load;
+    const NvmlApi *f = &((Nvml *)b)->f;
+    bool mig = has_mig_api((Nvml *)b);
+    NvmlSampleApi api = {
+        .DeviceGetHandleByIndex_v2 = f->DeviceGetHandleByIndex_v2,
+        .DeviceGetUUID = f->DeviceGetUUID,
+        .DeviceGetMemoryInfo = f->DeviceGetMemoryInfo,
+        .DeviceGetUtilizationRates = f->DeviceGetUtilizationRates,
+        .DeviceGetPowerUsage = f->DeviceGetPowerUsage,
+        .DeviceGetTemperature = f->DeviceGetTemperature,
+        .DeviceGetMaxMigDeviceCount = mig ? f->DeviceGetMaxMigDeviceCount : NULL,
+        .DeviceGetMigDeviceHandleByIndex = mig ? f->DeviceGetMigDeviceHandleByIndex : NULL,
+    };
+    return nvml_sample_gpu(&api, g, ret, err);
+}
+
 static int nvml_health(GpuBackend *b, GpuHealth *ret, size_t n_ret, Buf *err)
 {
     Nvml *n = (Nvml *)b;
@@ -830,6 +851,7 @@ static const GpuOps nvml_ops = {
     .mig_apply = nvml_mig_apply,
     .mig_list = nvml_mig_list,
     .processes = nvml_processes,
+    .sample = nvml_sample,
     .health = nvml_health,
     .set_compute_mode = nvml_set_compute_mode,
     .close = nvml_close,

@@ -6,19 +6,59 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The readings of a GPU or MIG instance, only those taken: {"busy_pct": 0-100,
+ * "memory_used_mib": N, "power_w": W, "temperature_c": C}. */
+static json_t *sample_json(bool has_busy, unsigned busy_pct, bool has_memory, uint64_t memory_mib,
+                           bool has_power, double power_w, bool has_temperature, int temperature_c)
+{
+    json_t *o = json_object();
+    if (has_busy)
+        json_object_set_new(o, "busy_pct", json_integer(busy_pct));
+    if (has_memory)
+        json_object_set_new(o, "memory_used_mib", json_integer((json_int_t)memory_mib));
+    if (has_power)
+        json_object_set_new(o, "power_w", json_real(power_w));
+    if (has_temperature)
+        json_object_set_new(o, "temperature_c", json_integer(temperature_c));
+    return o;
+}
+
+/* The instance starting at start's readings, or NULL. */
+static const GpuInstanceSample *instance_sample(const GpuSample *s, uint8_t start)
+{
+    for (size_t i = 0; i < s->n_mig; i++)
+        if (s->mig[i].start == start)
+            return &s->mig[i];
+    return NULL;
+}
+
 static json_t *gpu_json(const AgentGpu *g)
 {
+    const GpuSample *s = &g->sample;
     json_t *mig = json_array();
-    for (size_t i = 0; i < g->n_mig; i++)
-        json_array_append_new(mig, json_pack("{ss si ss}", "profile", g->mig[i].profile, "start",
-                                             (int)g->mig[i].start, "uuid", g->mig[i].uuid));
+    for (size_t i = 0; i < g->n_mig; i++) {
+        json_t *in = json_pack("{ss si ss}", "profile", g->mig[i].profile, "start",
+                               (int)g->mig[i].start, "uuid", g->mig[i].uuid);
+        const GpuInstanceSample *is = instance_sample(s, g->mig[i].start);
+        if (in && is)
+            json_object_set_new(in, "sample",
+                                sample_json(is->has_busy, is->busy_pct, is->has_memory,
+                                            is->memory_used_mib, false, 0, false, 0));
+        json_array_append_new(mig, in);
+    }
     json_t *peers = json_array();
     for (size_t i = 0; i < g->n_peers; i++)
         json_array_append_new(peers, json_integer(g->peers[i]));
-    return json_pack("{si ss ss sI sb sb so so ss}", "index", (int)g->index, "uuid", g->uuid,
-                     "name", g->name, "memory_mib", (json_int_t)g->memory_mib, "mig_capable",
-                     g->mig_capable, "mig_enabled", g->mig_enabled, "mig", mig, "nvlink_peers",
-                     peers, "health", g->health[0] ? g->health : "ok");
+    json_t *o = json_pack("{si ss ss sI sb sb so so ss}", "index", (int)g->index, "uuid", g->uuid,
+                          "name", g->name, "memory_mib", (json_int_t)g->memory_mib, "mig_capable",
+                          g->mig_capable, "mig_enabled", g->mig_enabled, "mig", mig, "nvlink_peers",
+                          peers, "health", g->health[0] ? g->health : "ok");
+    if (o && (s->has_busy || s->has_memory || s->has_power || s->has_temperature))
+        json_object_set_new(o, "sample",
+                            sample_json(s->has_busy, s->busy_pct, s->has_memory, s->memory_used_mib,
+                                        s->has_power, s->power_w, s->has_temperature,
+                                        s->temperature_c));
+    return o;
 }
 
 int proto_heartbeat(const char *node, const char *address, const char *boot_id,

@@ -7,6 +7,12 @@
  * <state-dir>/simgpu.json so a restarted agent finds the GPUs as it left them. A GPU
  * starts with MIG off; a non-empty layout turns it on, an empty one off.
  *
+ * Readings (GpuOps.sample) follow from what the agent's workers hold, as nothing runs
+ * on a simulated GPU: busy is the held share, memory used the held share of the GPU's
+ * memory (a MIG instance in use: all of its own), power and temperature rise linearly
+ * from an idle 60 W and 35 C to 300 W and 75 C. Deterministic, so tests can expect
+ * the figures.
+ *
  * For tests, a simulated GPU falls sick when <state-dir>/simgpu-sick (read at every
  * health check) has a line "INDEX REASON", e.g. "1 xid 79": the reason is reported as
  * the real backend would report it (docs/agent.md, "Sick GPUs"). */
@@ -308,12 +314,48 @@ static void sim_close(GpuBackend *b)
     free(s);
 }
 
+#define SIM_IDLE_W 60.0
+#define SIM_FULL_W 300.0
+#define SIM_IDLE_C 35
+#define SIM_FULL_C 75
+
+static int sim_sample(GpuBackend *b, const AgentGpu *g, const GpuLoad *load, GpuSample *ret,
+                      Buf *err)
+{
+    SimGpus *s = (SimGpus *)b;
+    if (g->index >= s->count) {
+        buf_printf(err, "no GPU %u: the node simulates %u", g->index, s->count);
+        return -ENODEV;
+    }
+    double share = load ? load->share : 0;
+    share = share < 0 ? 0 : share > 1 ? 1 : share;
+    GpuSample out = {
+        .has_busy = true, .has_memory = true, .has_power = true, .has_temperature = true};
+    out.busy_pct = (uint8_t)(share * 100 + 0.5);
+    out.memory_used_mib = (uint64_t)(share * (double)g->memory_mib);
+    out.power_w = SIM_IDLE_W + share * (SIM_FULL_W - SIM_IDLE_W);
+    out.temperature_c = SIM_IDLE_C + (int)(share * (SIM_FULL_C - SIM_IDLE_C) + 0.5);
+    /* per instance memory only: NVML gives no utilisation per MIG device either */
+    for (size_t i = 0; i < g->n_mig && out.n_mig < MIG_MAX_SLOTS; i++) {
+        int p = catalog_profile_index(s->model, g->mig[i].profile);
+        bool used = load && (load->mig_busy >> g->mig[i].start) & 1;
+        out.mig[out.n_mig++] = (GpuInstanceSample){
+            .start = g->mig[i].start,
+            .has_memory = true,
+            .memory_used_mib = used && p >= 0 ? s->model->profiles[p].memory_mib : 0,
+        };
+    }
+    *ret = out;
+    return 0;
+}
+
 static const GpuOps sim_ops = {
     .name = "sim",
     .discover = sim_discover,
     .mig_apply = sim_mig_apply,
     .mig_list = sim_mig_list,
     .processes = NULL,
+    .sample = sim_sample,
     .health = sim_health,
     .close = sim_close,
 };

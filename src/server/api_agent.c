@@ -13,6 +13,7 @@
 #include "server/api.h"
 #include "server/checkpoint.h"
 #include "server/gpufence.h"
+#include "server/gpusample.h"
 #include "server/nodecheck.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
@@ -622,6 +623,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         }
         set_nvlinks(s, (uint32_t)idx, gpus);
     }
+    gpusample_fold(s, (uint32_t)idx, gpus);
     Changes ch = {0};
     json_t *forget = json_array();
     size_t i;

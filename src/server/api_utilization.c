@@ -2,7 +2,8 @@
  * /api/v1/utilization?minutes=N, which replies with the samples of the last N minutes
  * (1 to 60, default 60) column-wise: one list of times, and per GPU model of the
  * cluster its GPU count and the allocated and busy GPU-equivalents at those times,
- * the shape a chart draws from. */
+ * and what the agents measured (measured busy GPU-equivalents, the GPUs that reported,
+ * memory used), the shape a chart draws from. */
 #include "server/api.h"
 #include "server/utilization.h"
 
@@ -21,7 +22,10 @@ int utilization_init(Utilization *u, size_t n_models)
     size_t n = UTIL_SLOTS * (n_models ? n_models : 1);
     u->alloc = calloc(n, sizeof(*u->alloc));
     u->busy = calloc(n, sizeof(*u->busy));
-    if (!u->alloc || !u->busy) {
+    u->measured = calloc(n, sizeof(*u->measured));
+    u->measured_gpus = calloc(n, sizeof(*u->measured_gpus));
+    u->memory_used_mib = calloc(n, sizeof(*u->memory_used_mib));
+    if (!u->alloc || !u->busy || !u->measured || !u->measured_gpus || !u->memory_used_mib) {
         utilization_free(u);
         return -ENOMEM;
     }
@@ -32,17 +36,30 @@ void utilization_free(Utilization *u)
 {
     free(u->alloc);
     free(u->busy);
-    u->alloc = u->busy = NULL;
+    free(u->measured);
+    free(u->measured_gpus);
+    free(u->memory_used_mib);
+    u->alloc = u->busy = u->measured = u->measured_gpus = u->memory_used_mib = NULL;
     u->count = u->head = 0;
 }
 
-void utilization_push(Utilization *u, int64_t t_ms, const double *alloc, const double *busy)
+void utilization_push(Utilization *u, int64_t t_ms, const double *alloc, const double *busy,
+                      const UtilMeasured *measured)
 {
-    size_t slot = u->head;
+    size_t slot = u->head, nm = u->n_models, size = nm * sizeof(double);
     u->t_ms[slot] = t_ms;
-    if (u->n_models) {
-        memcpy(u->alloc + slot * u->n_models, alloc, u->n_models * sizeof(*alloc));
-        memcpy(u->busy + slot * u->n_models, busy, u->n_models * sizeof(*busy));
+    if (nm) {
+        memcpy(u->alloc + slot * nm, alloc, size);
+        memcpy(u->busy + slot * nm, busy, size);
+        if (measured) {
+            memcpy(u->measured + slot * nm, measured->busy, size);
+            memcpy(u->measured_gpus + slot * nm, measured->gpus, size);
+            memcpy(u->memory_used_mib + slot * nm, measured->memory_used_mib, size);
+        } else {
+            memset(u->measured + slot * nm, 0, size);
+            memset(u->measured_gpus + slot * nm, 0, size);
+            memset(u->memory_used_mib + slot * nm, 0, size);
+        }
     }
     u->head = (slot + 1) % UTIL_SLOTS;
     if (u->count < UTIL_SLOTS)
@@ -87,6 +104,27 @@ static void measure(Server *s, double *alloc, double *busy)
     }
 }
 
+/* What the agents of ready nodes last measured, per model (gpusample.h). */
+static void measure_reported(Server *s, double *busy, double *gpus, double *memory)
+{
+    const Cluster *c = s->c;
+    for (size_t i = 0; i < c->n_nodes; i++) {
+        const NodeState *ns = &s->nodes[i];
+        if (ns->liveness != NODE_READY)
+            continue;
+        uint8_t m = c->nodes[i].model;
+        for (size_t k = 0; k < ns->n_samples; k++) {
+            const NodeGpuSample *g = &ns->samples[k];
+            if (g->has_busy) {
+                busy[m] += g->busy_pct / 100;
+                gpus[m] += 1;
+            }
+            if (g->has_memory)
+                memory[m] += (double)g->memory_used_mib;
+        }
+    }
+}
+
 void utilization_sample(Server *s, int64_t now_ms)
 {
     Utilization *u = s->util;
@@ -106,10 +144,15 @@ void utilization_sample(Server *s, int64_t now_ms)
     size_t n = s->c->n_models ? s->c->n_models : 1;
     _cleanup_free_ double *alloc = calloc(n, sizeof(*alloc));
     _cleanup_free_ double *busy = calloc(n, sizeof(*busy));
-    if (!alloc || !busy)
+    _cleanup_free_ double *m_busy = calloc(n, sizeof(*m_busy));
+    _cleanup_free_ double *m_gpus = calloc(n, sizeof(*m_gpus));
+    _cleanup_free_ double *m_mem = calloc(n, sizeof(*m_mem));
+    if (!alloc || !busy || !m_busy || !m_gpus || !m_mem)
         return;
     measure(s, alloc, busy);
-    utilization_push(u, now_ms, alloc, busy);
+    measure_reported(s, m_busy, m_gpus, m_mem);
+    UtilMeasured measured = {.busy = m_busy, .gpus = m_gpus, .memory_used_mib = m_mem};
+    utilization_push(u, now_ms, alloc, busy, &measured);
 }
 
 /* ---- GET /api/v1/utilization ---- */
@@ -158,15 +201,24 @@ static json_t *utilization_json(Server *s, int64_t now_ms, int64_t minutes)
                 gpus += c->nodes[i].n_gpus;
         if (!gpus)
             continue;
-        json_t *alloc = json_array(), *busy = json_array();
+        json_t *alloc = json_array(), *busy = json_array(), *meas = json_array(),
+               *meas_gpus = json_array(), *mem = json_array();
         for (size_t i = 0; u && m < u->n_models && i < n; i++) {
-            size_t slot = (first + i) % UTIL_SLOTS;
-            json_array_append_new(alloc, api_json_num(u->alloc[slot * u->n_models + m]));
-            json_array_append_new(busy, api_json_num(u->busy[slot * u->n_models + m]));
+            size_t at = (first + i) % UTIL_SLOTS * u->n_models + m;
+            json_array_append_new(alloc, api_json_num(u->alloc[at]));
+            json_array_append_new(busy, api_json_num(u->busy[at]));
+            /* null where no GPU reported: unknown is not idle */
+            bool known = u->measured_gpus[at] > 0;
+            json_array_append_new(meas, known ? api_json_num(u->measured[at]) : json_null());
+            json_array_append_new(meas_gpus, json_integer((json_int_t)u->measured_gpus[at]));
+            json_array_append_new(mem, known || u->memory_used_mib[at] > 0
+                                           ? json_integer((json_int_t)u->memory_used_mib[at])
+                                           : json_null());
         }
-        json_array_append_new(models,
-                              json_pack("{s:s,s:i,s:o,s:o}", "model", c->models[m].m.name, "gpus",
-                                        (int)gpus, "allocated", alloc, "busy", busy));
+        json_array_append_new(
+            models, json_pack("{s:s,s:i,s:o,s:o,s:o,s:o,s:o}", "model", c->models[m].m.name, "gpus",
+                              (int)gpus, "allocated", alloc, "busy", busy, "measured", meas,
+                              "measured_gpus", meas_gpus, "memory_used_mib", mem));
     }
     json_object_set_new(o, "t_ms", times);
     json_object_set_new(o, "models", models);

@@ -87,6 +87,57 @@ out:
     free(busy);
 }
 
+typedef enum DcgmField { DCGM_UTIL, DCGM_FB_USED, DCGM_POWER, DCGM_TEMP } DcgmField;
+
+/* The GPUs' readings under the names and default labels of NVIDIA's DCGM exporter
+ * (dcgm-exporter's default-counters.csv), so dashboards made for it work here: only
+ * GPUs of ready nodes whose agents reported the reading. */
+static void dcgm_metric(Server *s, Buf *b, const char *name, const char *type, const char *help,
+                        DcgmField which)
+{
+    bool headed = false;
+    for (size_t i = 0; i < s->c->n_nodes; i++) {
+        const NodeState *ns = &s->nodes[i];
+        if (ns->liveness != NODE_READY)
+            continue;
+        for (size_t k = 0; k < ns->n_samples; k++) {
+            const NodeGpuSample *g = &ns->samples[k];
+            bool has = which == DCGM_UTIL      ? g->has_busy
+                       : which == DCGM_FB_USED ? g->has_memory
+                       : which == DCGM_POWER   ? g->has_power
+                                               : g->has_temperature;
+            if (!has)
+                continue;
+            if (!headed)
+                head(b, name, type, help);
+            headed = true;
+            buf_printf(b, "%s{gpu=\"%u\",UUID=", name, g->index);
+            label(b, g->uuid);
+            buf_puts(b, ",modelName=");
+            label(b, g->name);
+            buf_puts(b, ",Hostname=");
+            label(b, s->c->nodes[i].name);
+            if (which == DCGM_UTIL)
+                buf_printf(b, "} %.6g\n", g->busy_pct);
+            else if (which == DCGM_FB_USED)
+                buf_printf(b, "} %llu\n", (unsigned long long)g->memory_used_mib);
+            else if (which == DCGM_POWER)
+                buf_printf(b, "} %.6g\n", g->power_w);
+            else
+                buf_printf(b, "} %d\n", g->temperature_c);
+        }
+    }
+}
+
+static void dcgm_metrics(Server *s, Buf *b)
+{
+    dcgm_metric(s, b, "DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", DCGM_UTIL);
+    dcgm_metric(s, b, "DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
+                DCGM_FB_USED);
+    dcgm_metric(s, b, "DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", DCGM_POWER);
+    dcgm_metric(s, b, "DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", DCGM_TEMP);
+}
+
 static void job_metrics(Server *s, Buf *b)
 {
     uint64_t queued[PRIO_COUNT] = {0};
@@ -198,6 +249,7 @@ void api_metrics(Server *s, const HttpRequest *rq, HttpResponse *rp)
     buf_puts(&b, "gpuorch_leader 1\n");
     server_lock(s);
     gpu_gauges(s, &b);
+    dcgm_metrics(s, &b);
     job_metrics(s, &b);
     budget_metrics(s, &b);
     pthread_mutex_unlock(&s->lock);

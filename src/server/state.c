@@ -752,6 +752,7 @@ void server_close(Server *s)
             free(s->nodes[i].boot_id);
             free(s->nodes[i].address);
             free(s->nodes[i].gpus_json);
+            free(s->nodes[i].samples);
             free(s->nodes[i].mismatch);
         }
     }

@@ -105,6 +105,18 @@ typedef enum NodeLiveness {
 /* "unknown", "ready", "lost", "mismatched", "down": the node's state in the API. */
 const char *node_liveness_name(NodeLiveness l);
 
+/* One GPU's readings as its agent last reported them (docs/api.md, the heartbeat's
+ * gpus[].sample; gpusample.h); a has_ flag is false for a reading it left out. */
+typedef struct NodeGpuSample {
+    unsigned index; /* node-local GPU index */
+    char uuid[96];
+    char name[96]; /* as NVML names the model: DCGM's modelName */
+    bool has_busy, has_memory, has_power, has_temperature;
+    double busy_pct; /* 0-100 */
+    uint64_t memory_used_mib;
+    double power_w;
+    int temperature_c;
+} NodeGpuSample;
 #define NODE_GPU_HEALTH_MAX 48 /* a sick GPU's reason, as the agent's GPU_HEALTH_MAX */
 
 typedef struct NodeState {
@@ -120,6 +132,9 @@ typedef struct NodeState {
     bool span_queued;     /* its span opens or closes at the next flush (nodespan.h) */
     int64_t lost_mono_ms; /* lost: when it was declared so (monotonic) */
     bool gave_up;         /* lost past the grace: its jobs were requeued */
+    /* the GPU readings of its last heartbeat (malloc'd; NULL, 0: none) */
+    NodeGpuSample *samples;
+    size_t n_samples;
     uint16_t gpu_sick_mask; /* GPUs (by node-local index) its agent reports sick (gpufence.h) */
     char gpu_sick[NODE_MAX_GPUS][NODE_GPU_HEALTH_MAX]; /* their reasons, "" for healthy ones */
 } NodeState;

@@ -14,10 +14,21 @@
  *                 "mig_needs_reset": false,     nvmlDeviceSetMigMode says RESET_REQUIRED
  *                 "compute_mode": 0,            nvmlComputeMode_t, set by nvmlDeviceSetComputeMode
  *                 "processes": [{"pid": 10, "used_mib": 500}],
+ *                 "sample": {"gpu_util": 73, "memory_util": 40,
+ *                            "power_mw": 250500, "temperature_c": 61,
+ *                            "utilization_error": 3, ...},
  *                 "nvlinks": [{"link": 0, "peer": "GPU-..."}, {"link": 1, "switch": true}],
  *                 "gpu_instances": [{"profile": "1g.10gb", "start": 0,
  *                                    "compute_instances": [{"uuid": "MIG-..."}],
- *                                    "processes": [{"pid": 11, "used_mib": 900}]}]}]}
+ *                                    "processes": [{"pid": 11, "used_mib": 900}],
+ *                                    "sample": {"gpu_util": 20}}]}]}
+ * "sample" scripts nvmlDeviceGetUtilizationRates (gpu_util, memory_util), GetPowerUsage
+ * (power_mw) and GetTemperature (temperature_c); a reading not scripted answers
+ * NVML_ERROR_NOT_SUPPORTED, as most MIG devices do for utilisation, and
+ * utilization_error, power_error or temperature_error make that call return the given
+ * code. A GPU instance's sample answers for its MIG device (utilisation only). Memory
+ * used is always the processes' sum.
+ *
  * Health, per device, read again from the file at every health call (nvmlEventSetWait_v2,
  * nvmlDeviceGetTotalEccErrors) so a test can make a running agent's GPU sick:
  *   "xid": 79                 delivered once as a critical Xid event (each new value once)
@@ -79,6 +90,12 @@ enum {
 typedef struct {
     unsigned long long total, free, used;
 } nvmlMemory_t;
+
+typedef struct {
+    unsigned int gpu, memory;
+} nvmlUtilization_t;
+
+#define NVML_TEMPERATURE_GPU 0
 
 typedef struct {
     char busIdLegacy[16];
@@ -171,6 +188,9 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
                                           nvmlGpuInstance_t *gpuInstance);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos);
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power);
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensorType, unsigned int *temp);
 
 /* The scripted node. */
 #define MAX_GPUS       16
@@ -214,6 +234,17 @@ typedef struct Proc {
 
 typedef struct Gpu Gpu;
 
+/* A scripted reading: what the call returns, and its value when that is success. */
+typedef struct Reading {
+    nvmlReturn_t rc;
+    unsigned value, value2;
+} Reading;
+
+/* The readings of a GPU or a GPU instance's MIG device. */
+typedef struct Sample {
+    Reading util, power, temp;
+} Sample;
+
 /* A device handle: a whole GPU (ci NULL) or the MIG device of one compute instance. */
 struct nvmlDevice_st {
     Gpu *gpu;
@@ -236,6 +267,7 @@ struct nvmlGpuInstance_st {
     struct nvmlComputeInstance_st cis[MAX_CIS];
     Proc procs[MAX_PROCS]; /* running on this instance: it cannot be destroyed */
     size_t n_procs;
+    Sample sample;
 };
 
 typedef struct Link {
@@ -254,6 +286,7 @@ struct Gpu {
     size_t n_procs;
     Link links[NVML_NVLINK_MAX_LINKS];
     struct nvmlGpuInstance_st gis[MAX_GIS];
+    Sample sample;
     /* health, from the live keys */
     bool lost, ecc_unsupported, xid_registered;
     unsigned long long ecc_uncorrected, xid_last, xid_pending;
@@ -372,6 +405,10 @@ static nvmlReturn_t can_place(const Gpu *g, const Profile *p, unsigned start, un
     return NVML_SUCCESS;
 }
 
+static const Sample unsupported = {{NVML_ERROR_NOT_SUPPORTED, 0, 0},
+                                   {NVML_ERROR_NOT_SUPPORTED, 0, 0},
+                                   {NVML_ERROR_NOT_SUPPORTED, 0, 0}};
+
 static struct nvmlGpuInstance_st *gi_add(Gpu *g, const Profile *p, unsigned start)
 {
     unsigned id = 1;
@@ -384,8 +421,9 @@ static struct nvmlGpuInstance_st *gi_add(Gpu *g, const Profile *p, unsigned star
         struct nvmlGpuInstance_st *gi = &g->gis[i];
         if (gi->used)
             continue;
+        /* a new instance's MIG device has no utilisation, as on most drivers */
         *gi = (struct nvmlGpuInstance_st){
-            .used = true, .id = id, .start = start, .profile = p, .gpu = g};
+            .used = true, .id = id, .start = start, .profile = p, .gpu = g, .sample = unsupported};
         return gi;
     }
     return NULL;
@@ -469,6 +507,29 @@ static int read_procs(json_t *a, Proc *out, size_t *ret_n)
     return 0;
 }
 
+/* One reading of a "sample" object: key's value (and key2's) or NOT_SUPPORTED, unless
+ * error_key names another code. */
+static Reading read_reading(json_t *o, const char *key, const char *key2, const char *error_key)
+{
+    json_t *v = json_object_get(o, key), *e = json_object_get(o, error_key);
+    if (e)
+        return (Reading){.rc = (nvmlReturn_t)json_integer_value(e)};
+    if (!json_is_integer(v))
+        return (Reading){.rc = NVML_ERROR_NOT_SUPPORTED};
+    return (Reading){.rc = NVML_SUCCESS,
+                     .value = (unsigned)json_integer_value(v),
+                     .value2 = key2 ? (unsigned)json_integer_value(json_object_get(o, key2)) : 0};
+}
+
+static Sample read_sample(json_t *o)
+{
+    return (Sample){
+        .util = read_reading(o, "gpu_util", "memory_util", "utilization_error"),
+        .power = read_reading(o, "power_mw", NULL, "power_error"),
+        .temp = read_reading(o, "temperature_c", NULL, "temperature_error"),
+    };
+}
+
 static int read_gpu(Gpu *g, unsigned index, json_t *d)
 {
     g->json = d;
@@ -488,6 +549,7 @@ static int read_gpu(Gpu *g, unsigned index, json_t *d)
     g->mig_capable = json_is_true(json_object_get(d, "mig_capable"));
     g->mig_enabled = g->mig_capable && json_is_true(json_object_get(d, "mig_enabled"));
     g->mig_needs_reset = json_is_true(json_object_get(d, "mig_needs_reset"));
+    g->sample = read_sample(json_object_get(d, "sample"));
     g->compute_mode = (int)json_integer_value(json_object_get(d, "compute_mode"));
     if (read_procs(json_object_get(d, "processes"), g->procs, &g->n_procs) < 0)
         return -1;
@@ -516,6 +578,7 @@ static int read_gpu(Gpu *g, unsigned index, json_t *d)
         struct nvmlGpuInstance_st *gi = gi_add(g, p, start);
         if (read_procs(json_object_get(gi_j, "processes"), gi->procs, &gi->n_procs) < 0)
             return -1;
+        gi->sample = read_sample(json_object_get(gi_j, "sample"));
         json_t *ci_j;
         size_t c;
         json_array_foreach(json_object_get(gi_j, "compute_instances"), c, ci_j)
@@ -1125,6 +1188,52 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
         };
     *infoCount = (unsigned)n;
     return NVML_SUCCESS;
+}
+
+/* The scripted readings of a GPU or a MIG device, or NULL for a bad handle. */
+static const Sample *sample_of(nvmlDevice_t device)
+{
+    Gpu *g = gpu_of(device);
+    struct nvmlComputeInstance_st *ci = mig_of(device);
+    return g ? &g->sample : ci ? &ci->gi->sample : NULL;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
+{
+    CHECK_INIT();
+    const Sample *s = sample_of(device);
+    if (!s || !utilization)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (s->util.rc == NVML_SUCCESS)
+        *utilization = (nvmlUtilization_t){s->util.value, s->util.value2};
+    return s->util.rc;
+}
+
+/* Power and temperature are the whole board's: a MIG device has none. */
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power)
+{
+    CHECK_INIT();
+    if (mig_of(device))
+        return NVML_ERROR_NOT_SUPPORTED;
+    const Sample *s = sample_of(device);
+    if (!s || !power)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (s->power.rc == NVML_SUCCESS)
+        *power = s->power.value;
+    return s->power.rc;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensorType, unsigned int *temp)
+{
+    CHECK_INIT();
+    if (mig_of(device))
+        return NVML_ERROR_NOT_SUPPORTED;
+    const Sample *s = sample_of(device);
+    if (!s || !temp || sensorType != NVML_TEMPERATURE_GPU)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (s->temp.rc == NVML_SUCCESS)
+        *temp = s->temp.value;
+    return s->temp.rc;
 }
 
 /* ---- health: events and ECC ---- */

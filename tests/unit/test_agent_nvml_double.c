@@ -303,6 +303,87 @@ static void test_errors(void **state)
     buf_free(&err);
 }
 
+/* GPU 0: an A100 in MIG mode whose 3g instance reports utilisation and whose 1g does
+ * not (NOT_SUPPORTED, as on most drivers); 1: an H100 with every reading; 2: a T4
+ * whose power call fails (NOT_SUPPORTED) and whose utilisation answers GPU_IS_LOST. */
+static const char *SAMPLED =
+    "{\"devices\": ["
+    " {\"uuid\": \"GPU-a0\", \"name\": \"NVIDIA A100-SXM4-80GB\", \"memory_mib\": 81920,"
+    "  \"mig_capable\": true, \"mig_enabled\": true,"
+    "  \"sample\": {\"power_mw\": 98250, \"temperature_c\": 44},"
+    "  \"gpu_instances\": ["
+    "   {\"profile\": \"3g.40gb\", \"start\": 4, \"compute_instances\": [{\"uuid\": \"MIG-3g\"}],"
+    "    \"processes\": [{\"pid\": 200, \"used_mib\": 30000}], \"sample\": {\"gpu_util\": 35}},"
+    "   {\"profile\": \"1g.10gb\", \"start\": 0, \"compute_instances\": [{\"uuid\": "
+    "\"MIG-1g\"}]}]},"
+    " {\"uuid\": \"GPU-h1\", \"name\": \"NVIDIA H100 80GB HBM3\", \"memory_mib\": 81559,"
+    "  \"processes\": [{\"pid\": 100, \"used_mib\": 2000}, {\"pid\": 101, \"used_mib\": 500}],"
+    "  \"sample\": {\"gpu_util\": 87, \"memory_util\": 40, \"power_mw\": 612345,"
+    "   \"temperature_c\": 71}},"
+    " {\"uuid\": \"GPU-t3\", \"name\": \"Tesla T4\", \"memory_mib\": 15360,"
+    "  \"sample\": {\"gpu_util\": 50, \"utilization_error\": 15, \"temperature_c\": 50}}]}";
+
+static void test_sample(void **state)
+{
+    (void)state;
+    GpuBackend *b = open_node(SAMPLED);
+    assert_non_null(b->ops->sample);
+    AgentGpu *g = NULL;
+    size_t n = 0;
+    Buf err = {0};
+    if (b->ops->discover(b, &g, &n, &err) < 0)
+        fail_msg("discover: %s", buf_str(&err));
+    assert_int_equal(n, 3);
+    GpuSample s;
+    GpuLoad load = {.share = 1};
+
+    /* every reading, milliwatts to watts, memory from the processes */
+    assert_int_equal(b->ops->sample(b, &g[1], &load, &s, &err), 0);
+    assert_true(s.has_busy && s.has_memory && s.has_power && s.has_temperature);
+    assert_int_equal(s.busy_pct, 87);
+    assert_int_equal(s.memory_used_mib, 2500);
+    assert_true(s.power_w > 612.344 && s.power_w < 612.346);
+    assert_int_equal(s.temperature_c, 71);
+    assert_int_equal(s.n_mig, 0);
+
+    /* MIG: the whole GPU's utilisation is not supported; the 3g gives its own, the 1g
+     * only its memory */
+    assert_int_equal(b->ops->sample(b, &g[0], &load, &s, &err), 0);
+    assert_false(s.has_busy);
+    assert_true(s.has_memory && s.has_power && s.has_temperature);
+    assert_true(s.power_w > 98.24 && s.power_w < 98.26);
+    assert_int_equal(s.temperature_c, 44);
+    assert_int_equal(s.n_mig, 2);
+    for (size_t i = 0; i < s.n_mig; i++) {
+        const GpuInstanceSample *m = &s.mig[i];
+        assert_true(m->has_memory);
+        if (m->start == 4) {
+            assert_true(m->has_busy);
+            assert_int_equal(m->busy_pct, 35);
+            assert_int_equal(m->memory_used_mib, 30000);
+        } else {
+            assert_int_equal(m->start, 0);
+            assert_false(m->has_busy);
+            assert_int_equal(m->memory_used_mib, 0);
+        }
+    }
+
+    /* a failing call leaves its reading out, not the sample */
+    assert_int_equal(b->ops->sample(b, &g[2], &load, &s, &err), 0);
+    assert_false(s.has_busy);
+    assert_false(s.has_power);
+    assert_true(s.has_memory && s.has_temperature);
+    assert_int_equal(s.temperature_c, 50);
+
+    /* a GPU NVML does not have */
+    AgentGpu gone = g[2];
+    gone.index = 9;
+    assert_int_equal(b->ops->sample(b, &gone, &load, &s, &err), -EIO);
+    free(g);
+    buf_free(&err);
+    gpus_close(b);
+}
+
 /* The GPUs' health as the backend reports it now, "ok" for healthy ones, joined by
  * "|". */
 static void health_of(GpuBackend *b, size_t n, char *out, size_t cap)
@@ -431,13 +512,10 @@ static void test_mps_compute_mode(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_discover),
-        cmocka_unit_test(test_apply),
-        cmocka_unit_test(test_busy),
-        cmocka_unit_test(test_processes),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_health),
-        cmocka_unit_test(test_mps_compute_mode),
+        cmocka_unit_test(test_discover), cmocka_unit_test(test_apply),
+        cmocka_unit_test(test_busy),     cmocka_unit_test(test_processes),
+        cmocka_unit_test(test_errors),   cmocka_unit_test(test_health),
+        cmocka_unit_test(test_sample),   cmocka_unit_test(test_mps_compute_mode),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

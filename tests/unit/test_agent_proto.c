@@ -142,6 +142,84 @@ static void test_heartbeat_shape(void **state)
         worker_free(all[i]);
 }
 
+/* The readings: only those taken, per GPU and per MIG instance by start; a GPU with
+ * none has no "sample" at all. */
+static void test_heartbeat_samples(void **state)
+{
+    (void)state;
+    AgentGpu g[2] = {0};
+    g[0].index = 0;
+    strcpy(g[0].uuid, "GPU-0");
+    strcpy(g[0].name, "NVIDIA A100-80GB");
+    g[0].mig_capable = g[0].mig_enabled = true;
+    g[0].n_mig = 2;
+    strcpy(g[0].mig[0].profile, "1g.10gb");
+    g[0].mig[0].start = 0;
+    strcpy(g[0].mig[0].uuid, "MIG-0");
+    strcpy(g[0].mig[1].profile, "3g.40gb");
+    g[0].mig[1].start = 4;
+    strcpy(g[0].mig[1].uuid, "MIG-4");
+    g[0].sample = (GpuSample){.has_memory = true,
+                              .memory_used_mib = 31000,
+                              .has_power = true,
+                              .power_w = 98.25,
+                              .has_temperature = true,
+                              .temperature_c = 44,
+                              .n_mig = 1,
+                              .mig = {{.start = 4,
+                                       .has_busy = true,
+                                       .busy_pct = 35,
+                                       .has_memory = true,
+                                       .memory_used_mib = 30000}}};
+    g[1].index = 1;
+    strcpy(g[1].uuid, "GPU-1");
+    strcpy(g[1].name, "NVIDIA H100");
+    Buf out = {0};
+    assert_int_equal(proto_heartbeat("n", NULL, "b", NULL, g, 2, NULL, 0, NULL, false, &out), 0);
+    json_t *got = json_loads(buf_str(&out), 0, NULL);
+    json_t *want = json_loads(
+        "[{\"index\": 0, \"uuid\": \"GPU-0\", \"name\": \"NVIDIA A100-80GB\", \"memory_mib\": 0,"
+        " \"mig_capable\": true, \"mig_enabled\": true, \"mig\": ["
+        "  {\"profile\": \"1g.10gb\", \"start\": 0, \"uuid\": \"MIG-0\"},"
+        "  {\"profile\": \"3g.40gb\", \"start\": 4, \"uuid\": \"MIG-4\","
+        "   \"sample\": {\"busy_pct\": 35, \"memory_used_mib\": 30000}}],"
+        " \"nvlink_peers\": [], \"health\": \"ok\","
+        " \"sample\": {\"memory_used_mib\": 31000, \"power_w\": 98.25, \"temperature_c\": 44}},"
+        "{\"index\": 1, \"uuid\": \"GPU-1\", \"name\": \"NVIDIA H100\", \"memory_mib\": 0,"
+        " \"mig_capable\": false, \"mig_enabled\": false, \"mig\": [], \"nvlink_peers\": [], "
+        "\"health\": \"ok\"}]",
+        0, NULL);
+    assert_non_null(got);
+    assert_non_null(want);
+    if (!json_equal(json_object_get(got, "gpus"), want))
+        fail_msg("heartbeat differs:\n%s", buf_str(&out));
+    json_decref(got);
+
+    /* every reading of a whole GPU */
+    g[1].sample = (GpuSample){.has_busy = true,
+                              .busy_pct = 87,
+                              .has_memory = true,
+                              .memory_used_mib = 2500,
+                              .has_power = true,
+                              .power_w = 612.5,
+                              .has_temperature = true,
+                              .temperature_c = 71};
+    buf_reset(&out);
+    assert_int_equal(proto_heartbeat("n", NULL, "b", NULL, g + 1, 1, NULL, 0, NULL, false, &out),
+                     0);
+    got = json_loads(buf_str(&out), 0, NULL);
+    json_decref(want);
+    want = json_loads(
+        "{\"busy_pct\": 87, \"memory_used_mib\": 2500, \"power_w\": 612.5, \"temperature_c\": 71}",
+        0, NULL);
+    if (!json_equal(json_object_get(json_array_get(json_object_get(got, "gpus"), 0), "sample"),
+                    want))
+        fail_msg("sample differs:\n%s", buf_str(&out));
+    json_decref(got);
+    json_decref(want);
+    buf_free(&out);
+}
+
 static void test_reply(void **state)
 {
     const char *body =
@@ -313,9 +391,8 @@ static void test_bad_assignments(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_heartbeat_shape),
-        cmocka_unit_test(test_reply),
-        cmocka_unit_test(test_bad_replies),
+        cmocka_unit_test(test_heartbeat_shape), cmocka_unit_test(test_heartbeat_samples),
+        cmocka_unit_test(test_reply),           cmocka_unit_test(test_bad_replies),
         cmocka_unit_test(test_bad_assignments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

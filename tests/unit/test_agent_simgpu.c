@@ -335,12 +335,57 @@ static void test_delay(void **state)
     gpus_close(b);
 }
 
+/* Readings follow the load: idle 0 % at 60 W and 35 C, half held 50 % at 180 W and
+ * 55 C with half the memory; a MIG instance in use reports all of its memory. */
+static void test_sample(void **state)
+{
+    (void)state;
+    GpuBackend *b = open_ok("sim:A100-80GB:2", "node-s", subdir("sample"));
+    const GpuModel *m = catalog_find("A100-80GB");
+    AgentGpu *g;
+    size_t n;
+    discover(b, &g, &n);
+    Buf err = {0};
+    GpuSample s;
+    GpuLoad idle = {0}, half = {.share = 0.5};
+    assert_int_equal(b->ops->sample(b, &g[0], &idle, &s, &err), 0);
+    assert_true(s.has_busy && s.has_memory && s.has_power && s.has_temperature);
+    assert_int_equal(s.busy_pct, 0);
+    assert_int_equal(s.memory_used_mib, 0);
+    assert_true(s.power_w == 60);
+    assert_int_equal(s.temperature_c, 35);
+    assert_int_equal(b->ops->sample(b, &g[0], &half, &s, &err), 0);
+    assert_int_equal(s.busy_pct, 50);
+    assert_int_equal(s.memory_used_mib, g[0].memory_mib / 2);
+    assert_true(s.power_w == 180);
+    assert_int_equal(s.temperature_c, 55);
+    assert_int_equal(s.n_mig, 0);
+
+    MigLayout l = layout(m, "1g.10gb", 0, "3g.40gb", 4);
+    assert_int_equal(apply(b, 1, &l, 0, &err), 0);
+    free(g);
+    discover(b, &g, &n);
+    GpuLoad mig = {.share = 3.0 / 7, .mig_busy = 1u << 4};
+    assert_int_equal(b->ops->sample(b, &g[1], &mig, &s, &err), 0);
+    assert_int_equal(s.busy_pct, 43);
+    assert_int_equal(s.n_mig, 2);
+    assert_int_equal(s.mig[0].start, 0);
+    assert_int_equal(s.mig[0].memory_used_mib, 0);
+    assert_false(s.mig[0].has_busy);
+    assert_int_equal(s.mig[1].start, 4);
+    assert_int_equal(s.mig[1].memory_used_mib,
+                     m->profiles[catalog_profile_index(m, "3g.40gb")].memory_mib);
+    free(g);
+    buf_free(&err);
+    gpus_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inventory), cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_mig_apply), cmocka_unit_test(test_layout_persists),
-        cmocka_unit_test(test_delay),
+        cmocka_unit_test(test_delay),     cmocka_unit_test(test_sample),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -452,6 +452,15 @@ async function main() {
   const u = await call('GET', '/utilization?minutes=60');
   const h100 = u.models.find((x) => x.model === 'H100-80GB-SXM5');
   check(h100.gpus === 16 && h100.allocated[h100.allocated.length - 1] === 16, `the H100s are not sampled as allocated: ${JSON.stringify(h100)}`);
+  // the simulated GPUs report readings: a measured line beside allocated and busy
+  await until('a measured sample', async () => {
+    const v = (await call('GET', '/utilization?minutes=60')).models.find((x) => x.model === 'H100-80GB-SXM5').measured;
+    return typeof v[v.length - 1] === 'number';
+  }, 15000);
+  await page.reload();
+  const measuredFig = page.locator('figure', { has: page.locator('figcaption', { hasText: 'measured busy' }) }).first();
+  await measuredFig.waitFor();
+  check(await measuredFig.locator('svg.chart polyline').count() === 3, 'the chart does not draw allocated, busy and measured');
   await shoot(page, '6-cluster', 'portal-cluster.png');
   log('the cluster page draws nodes, slices and utilisation');
 

@@ -1,5 +1,6 @@
 // cluster.js: the Cluster page: utilisation over the last hour per GPU model (GET
-// /utilization, sampled by the server every 10 s), totals by model and by team, and
+// /utilization, sampled by the server every 10 s: allocated, busy, and what the GPUs
+// measured where their agents report it), totals by model and by team, and
 // per node its GPUs: a whole GPU as one box, a MIG GPU as its slices drawn at their
 // places among the GPU's eight memory slices, an MPS-shared GPU as its shares, each
 // labelled with the job that holds it; a node whose agent reports other GPUs than the
@@ -60,18 +61,29 @@ function nodeView(n) {
     h('div', { class: 'gpus' }, n.gpus.map(gpuView)));
 }
 
+// "now 12 allocated, 11 busy, 7.4 measured busy (16 GPUs reporting)": the measured part
+// only when the last sample has it (null: no agent reported, unknown rather than idle).
+function utilCaption(m) {
+  const at = m.allocated.length - 1;
+  const measured = m.measured ? m.measured[at] : null;
+  return ` · ${m.gpus} GPUs · now ${fmtGpus(m.allocated[at])} allocated, ${fmtGpus(m.busy[at])} busy` +
+    (measured === null || measured === undefined ? '' : `, ${fmtGpus(measured)} measured busy (${m.measured_gpus[at]} GPUs reporting)`);
+}
+
 function utilView(u) {
   if (!u.t_ms.length) return h('p', { class: 'muted' }, 'No samples yet: the server samples every 10 s.');
   return h('div', { class: 'charts' }, u.models.map((m) => h('figure', { class: 'card' },
-    h('figcaption', {}, h('strong', {}, m.model), ` · ${m.gpus} GPUs · now ${fmtGpus(m.allocated[m.allocated.length - 1])} allocated, ${fmtGpus(m.busy[m.busy.length - 1])} busy`),
+    h('figcaption', {}, h('strong', {}, m.model), utilCaption(m)),
     lineChart({
       t: u.t_ms, yMax: m.gpus, label: `${m.model} GPUs over the last hour`,
       series: [
         { label: 'allocated', values: m.allocated, colour: '#3b6ea8', fill: true },
         { label: 'busy', values: m.busy, colour: '#d9822b', dash: true },
+        { label: 'measured', values: m.measured || [], colour: '#2f8f4e' },
       ],
     }))),
-  h('p', { class: 'legend muted' }, h('span', { class: 'key alloc' }), 'allocated ', h('span', { class: 'key busy' }), 'busy (running on ready nodes)'));
+  h('p', { class: 'legend muted' }, h('span', { class: 'key alloc' }), 'allocated ', h('span', { class: 'key busy' }), 'busy (running on ready nodes) ',
+    h('span', { class: 'key measured' }), 'measured busy (what the GPUs report)'));
 }
 
 function totalsView(nodes, teams) {
