@@ -1,6 +1,6 @@
 /* inventory.c: the agent's read-only look at its GPUs (inventory.h). The GPUs are
- * printed exactly as the heartbeat carries them (proto.c), so what this shows is what
- * the server would be told. */
+ * printed exactly as the heartbeat carries them (proto.c), their readings and health
+ * included, so what this shows is what the server would be told. */
 #include "agent/inventory.h"
 
 #include "agent/fabric.h"
@@ -64,6 +64,22 @@ int agent_inventory(const char *gpus_spec, const char *node, const char *sysfs_r
         goto out;
     if (b->ops->processes && (r = b->ops->processes(b, &procs, &n_procs, err)) < 0)
         goto out;
+    /* the readings and health the heartbeat would carry: an idle look, nothing held */
+    for (size_t i = 0; b->ops->sample && i < n; i++) {
+        GpuLoad idle = {0};
+        Buf why = {0};
+        GpuSample smp;
+        if (b->ops->sample(b, &gpus[i], &idle, &smp, &why) == 0)
+            gpus[i].sample = smp;
+        buf_free(&why);
+    }
+    GpuHealth *h = b->ops->health && n ? calloc(n, sizeof(*h)) : NULL;
+    Buf hwhy = {0};
+    if (h && b->ops->health(b, h, n, &hwhy) == 0)
+        for (size_t i = 0; i < n; i++)
+            snprintf(gpus[i].health, sizeof(gpus[i].health), "%s", h[i].why);
+    buf_free(&hwhy);
+    free(h);
     if ((r = proto_heartbeat(node, NULL, "", NULL, gpus, n, NULL, 0, NULL, false, &report)) < 0) {
         buf_puts(err, "out of memory");
         goto out;

@@ -1,9 +1,9 @@
 /* inventory.h: `gpuorch agent --inventory`: what the agent sees on this node's GPUs,
  * read once and printed, changing nothing (no MIG change, no worker, no server): the
- * GPUs as the heartbeat reports them, the compute processes with their memory, and the
- * RDMA ports and interfaces the NCCL settings come from (fabric.h). It
- * is how a platform team checks a node before it joins, and what tools/gpu-check.sh
- * runs against a real driver. */
+ * GPUs as the heartbeat reports them (with their readings and health), the compute processes with
+ * their memory, and the RDMA ports and interfaces the NCCL settings come from (fabric.h). It is how
+ * a platform team checks a node before it joins, and what tools/gpu-check.sh runs against a real
+ * driver. */
 #pragma once
 
 #include "util/buf.h"

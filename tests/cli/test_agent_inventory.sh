@@ -26,7 +26,8 @@ cat >"$T/gpus.json" <<'JSON'
   "mig_capable": true, "mig_enabled": false,
   "nvlinks": [{"link": 0, "peer": "GPU-a0"}],
   "processes": [{"pid": 100, "used_mib": 2000}]},
- {"uuid": "GPU-t2", "name": "Tesla T4", "memory_mib": 15360}]}
+ {"uuid": "GPU-t2", "name": "Tesla T4", "memory_mib": 15360, "ecc_uncorrected": 2,
+  "sample": {"gpu_util": 87, "power_mw": 70500, "temperature_c": 61}}]}
 JSON
 cp "$T/gpus.json" "$T/before.json"
 LD_LIBRARY_PATH=$DOUBLE GPUORCH_NVML_DOUBLE=$T/gpus.json run 0 "$GPUORCH" agent --inventory \
@@ -37,6 +38,9 @@ json_ok "$T/out" 'd["gpus"][0]["mig_enabled"] and [(m["profile"], m["start"], m[
 json_ok "$T/out" 'd["gpus"][0]["nvlink_peers"] == [1] and d["gpus"][1]["nvlink_peers"] == [0] and d["gpus"][2]["nvlink_peers"] == []'
 json_ok "$T/out" 'd["gpus"][2]["memory_mib"] == 15360 and not d["gpus"][2]["mig_capable"]'
 json_ok "$T/out" 'sorted((p["pid"], p["used_mib"]) for p in d["processes"]) == [(100, 2000), (200, 30000)]'
+# what the heartbeat would carry of their readings and health
+json_ok "$T/out" 'd["gpus"][2]["sample"]["busy_pct"] == 87 and d["gpus"][2]["sample"]["power_w"] == 70.5 and d["gpus"][2]["sample"]["temperature_c"] == 61'
+json_ok "$T/out" 'd["gpus"][2]["health"] == "ecc uncorrected 2" and d["gpus"][1]["health"] == "ok"'
 cmp -s "$T/gpus.json" "$T/before.json" || fail "the inventory changed the GPUs"
 
 # no driver (where this machine has none of its own): said so, exit 1
