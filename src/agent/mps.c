@@ -131,8 +131,10 @@ int mps_ensure(Mps *m, GpuBackend *b, const AgentGpu *g, Buf *err)
     MpsDaemon *d = &m->d[g->index];
     if (d->running)
         return 0;
-    snprintf(d->pipe_dir, sizeof(d->pipe_dir), "%s/gpu%u/pipe", m->root, g->index);
-    snprintf(d->log_dir, sizeof(d->log_dir), "%s/gpu%u/log", m->root, g->index);
+    char root[sizeof(m->root)]; /* a copy: the destinations are in *m too */
+    memcpy(root, m->root, sizeof(root));
+    snprintf(d->pipe_dir, sizeof(d->pipe_dir), "%s/gpu%u/pipe", root, g->index);
+    snprintf(d->log_dir, sizeof(d->log_dir), "%s/gpu%u/log", root, g->index);
     int r;
     if ((r = afile_mkdir_p(d->pipe_dir)) < 0 || (r = afile_mkdir_p(d->log_dir)) < 0) {
         buf_printf(err, "GPU %u: cannot make the MPS directories under %s: %s", g->index, m->root,
