@@ -476,6 +476,12 @@ int auth_bootstrap(Server *s, char **ret_path, bool *ret_adopted, Buf *err)
         if ((r = read_token_file(path, token, err)) < 0)
             return r;
         auth_token_hash(token, hash);
+        /* and was stopped between linking the file and unlinking its temporary one */
+        _cleanup_free_ char *tmp = NULL;
+        if (asprintf(&tmp, "%s.tmp", path) < 0)
+            tmp = NULL;
+        else
+            unlink(tmp);
     } else {
         if ((r = auth_token_new(token, hash)) < 0) {
             buf_printf(err, "cannot draw random bytes for a token");
