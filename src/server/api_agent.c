@@ -14,6 +14,7 @@
 #include "server/checkpoint.h"
 #include "server/gpufence.h"
 #include "server/gpusample.h"
+#include "server/measured.h"
 #include "server/nodecheck.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
@@ -624,6 +625,7 @@ void api_agent_heartbeat(Server *s, const HttpRequest *rq, HttpResponse *rp)
         set_nvlinks(s, (uint32_t)idx, gpus);
     }
     gpusample_fold(s, (uint32_t)idx, gpus);
+    measured_fold(s, (uint32_t)idx, now);
     Changes ch = {0};
     json_t *forget = json_array();
     size_t i;

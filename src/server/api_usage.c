@@ -27,12 +27,18 @@
 enum { KEY_TEAM, KEY_PROJECT, KEY_POOL, KEY_MODEL, KEY_TIER, KEY_COUNT };
 static const char *const key_names[KEY_COUNT] = {"team", "project", "pool", "model", "tier"};
 
+/* Of the held GPU-equivalent milliseconds, those with a reading and those busy. */
+typedef struct Measured {
+    int64_t ms, busy_ms;
+} Measured;
+
 typedef struct UsageRow {
     char *key;            /* kind, then the group's values, joined by '\x1f' (hash key) */
     char *val[KEY_COUNT]; /* the group's values (NULL: none), for the grouped keys */
     bool idle;            /* idle capacity, not use */
     Meter m;
-    int64_t *jobs; /* the jobs that ran in it (duplicates until counted) */
+    Measured measured; /* what the GPUs' readings said of it (measured.h) */
+    int64_t *jobs;     /* the jobs that ran in it (duplicates until counted) */
     size_t n_jobs, jobs_cap;
 } UsageRow;
 
@@ -155,6 +161,10 @@ static int add_segment(Usage *u, const StoreUsage *s)
         return u->err = -ENOMEM;
     int64_t units = metering_units(s->gpu_equivalents);
     meter_add(&r->m, metering_of(units, to - from, s->price_micro_usd));
+    /* an open run is clipped here, a stored one by the store already */
+    double part = (double)(to - from) / (double)(s->end_ms - s->start_ms);
+    r->measured.ms += (int64_t)((double)s->measured_gpu_ms * part + 0.5);
+    r->measured.busy_ms += (int64_t)((double)s->busy_gpu_ms * part + 0.5);
     metering_spans_alloc(u->spans, u->n_spans, s->node, units, from, to, s->price_micro_usd);
     r->jobs[r->n_jobs++] = s->job;
     return 0;
@@ -435,10 +445,23 @@ static void reply_csv(const Usage *u, const size_t *jobs, HttpResponse *rp)
     rp->content_type = "text/csv; charset=utf-8";
 }
 
-static json_t *totals_json(Meter m, size_t jobs)
+/* ms as hours, rounded to the micro-hour as gpu_hours is */
+static json_t *ms_hours_json(int64_t ms)
 {
-    return json_pack("{s:o,s:o,s:I}", "gpu_hours", micro_json(m.micro_hours), "cost_usd",
-                     micro_json(m.cost_micro_usd), "jobs", (json_int_t)jobs);
+    return micro_json((ms * 1000 + 1800) / 3600);
+}
+
+static json_t *totals_json(Meter m, Measured me, size_t jobs)
+{
+    return json_pack("{s:o,s:o,s:I,s:o,s:o}", "gpu_hours", micro_json(m.micro_hours), "cost_usd",
+                     micro_json(m.cost_micro_usd), "jobs", (json_int_t)jobs, "measured_gpu_hours",
+                     ms_hours_json(me.ms), "busy_gpu_hours", ms_hours_json(me.busy_ms));
+}
+
+static void measured_add(Measured *to, Measured m)
+{
+    to->ms += m.ms;
+    to->busy_ms += m.busy_ms;
 }
 
 /* The rows, the total, and the total's two parts: use and idle. */
@@ -448,9 +471,10 @@ static void reply_json(const Usage *u, const size_t *jobs, size_t total_jobs, Ht
     for (size_t i = 0; i < u->n_keys; i++)
         json_array_append_new(keys, json_string(key_names[u->keys[i]]));
     Meter total = {0, 0}, part[2] = {{0, 0}, {0, 0}};
+    Measured mtotal = {0, 0}, mpart[2] = {{0, 0}, {0, 0}};
     for (size_t r = 0; r < u->n_rows; r++) {
         const UsageRow *row = &u->rows[r];
-        json_t *o = totals_json(row->m, jobs[r]);
+        json_t *o = totals_json(row->m, row->measured, jobs[r]);
         for (size_t i = 0; i < u->n_keys; i++) {
             const char *v = row->val[u->keys[i]];
             json_object_set_new(o, key_names[u->keys[i]], v ? json_string(v) : json_null());
@@ -459,12 +483,15 @@ static void reply_json(const Usage *u, const size_t *jobs, size_t total_jobs, Ht
         json_array_append_new(rows, o);
         meter_add(&total, row->m);
         meter_add(&part[row->idle], row->m);
+        measured_add(&mtotal, row->measured);
+        measured_add(&mpart[row->idle], row->measured);
     }
     http_reply_json(rp, 200,
                     json_pack("{s:I,s:I,s:o,s:o,s:o,s:o,s:o}", "from_ms", (json_int_t)u->from_ms,
                               "to_ms", (json_int_t)u->to_ms, "group_by", keys, "rows", rows,
-                              "total", totals_json(total, total_jobs), "use",
-                              totals_json(part[0], total_jobs), "idle", totals_json(part[1], 0)));
+                              "total", totals_json(total, mtotal, total_jobs), "use",
+                              totals_json(part[0], mpart[0], total_jobs), "idle",
+                              totals_json(part[1], mpart[1], 0)));
 }
 
 void api_usage(Server *s, const HttpRequest *rq, HttpResponse *rp)

@@ -8,6 +8,7 @@
  * watches nodes: one lost past its grace, or shutting down, has its jobs requeued to
  * resume from their latest checkpoints. */
 #include "server/checkpoint.h"
+#include "server/measured.h"
 #include "server/metering.h"
 #include "server/nodespan.h"
 #include "server/placement_json.h"
@@ -116,6 +117,7 @@ static int on_release(void *arg, LifeJob *lj, int64_t now_ms)
     Server *s = arg;
     ServerJob *j = server_job_of(lj);
     server_charge(s, j, &j->sj.pl, j->pl_from_ms, now_ms, s->life_ch);
+    measured_reset(j);
     /* a move under way: both allocations were held until now */
     if (j->life.move != LIFE_MOVE_NONE)
         server_charge(s, j, &j->sj.moved_from, j->moved_from_ms, now_ms, s->life_ch);
@@ -231,17 +233,23 @@ StoreUsage server_usage_segment(const Server *s, const ServerJob *j, const Worke
 {
     const Node *n = &s->c->nodes[wa->node];
     const Pool *p = &s->c->pools[n->pool];
-    return (StoreUsage){.job = j->st.id,
-                        .team = j->st.team,
-                        .project = j->st.project,
-                        .pool = p->name,
-                        .model = node_model(s->c, n)->name,
-                        .tier = tier_name(p->tier),
-                        .node = n->name,
-                        .gpu_equivalents = worker_eq(s->c, wa),
-                        .price_micro_usd = p->price_micro_usd,
-                        .start_ms = from_ms,
-                        .end_ms = to_ms};
+    StoreUsage u = (StoreUsage){.job = j->st.id,
+                                .team = j->st.team,
+                                .project = j->st.project,
+                                .pool = p->name,
+                                .model = node_model(s->c, n)->name,
+                                .tier = tier_name(p->tier),
+                                .node = n->name,
+                                .gpu_equivalents = worker_eq(s->c, wa),
+                                .price_micro_usd = p->price_micro_usd,
+                                .start_ms = from_ms,
+                                .end_ms = to_ms};
+    /* what its GPUs measured: only of the allocation it holds now (a move's old one is
+     * charged unmeasured) */
+    const WorkerAlloc *w0 = j->sj.pl.workers;
+    if (wa >= w0 && wa < w0 + j->sj.pl.n_workers)
+        measured_into(j, (size_t)(wa - w0), &u);
+    return u;
 }
 
 void server_charge(Server *s, const ServerJob *j, const Placement *pl, int64_t from_ms,

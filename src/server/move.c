@@ -16,6 +16,7 @@
  * server restarted during one reloads the job as its replacement (which its agent has
  * under that key); the old worker, no longer listed, is stopped, but its GPUs count as
  * free at once, not when it has gone. */
+#include "server/measured.h"
 #include "server/placement_json.h"
 #include "server/state.h"
 #include "util/log.h"
@@ -56,6 +57,7 @@ int server_job_moved(Server *s, ServerJob *j, bool done, int64_t now_ms, Changes
         return 0;
     }
     server_charge(s, j, &j->sj.pl, j->pl_from_ms, now_ms, ch);
+    measured_reset(j);
     j->pl_from_ms = j->moved_from_ms;
     j->no_move_until_ms = now_ms + MOVE_BACKOFF_MS;
     log_error("event=move_abandoned job=%lld node=%s", (long long)j->st.id,

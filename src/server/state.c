@@ -186,6 +186,7 @@ static void server_job_free(ServerJob *j)
     placement_free(&j->sj.moved_from);
     life_job_free(&j->life);
     checkpoint_gang_free(j->ckpt);
+    free(j->measure);
     free(j);
 }
 

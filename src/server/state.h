@@ -74,20 +74,23 @@ typedef struct ServerJob {
     LifeJob life; /* its lifecycle (life.h): life.sj is &sj, life.spec &spec, life.workers
                    * the current run's workers (NULL when not placed) */
     uint16_t master_port;
-    double gpu_equivalents;   /* what all workers hold (or would hold) */
-    uint32_t position;        /* pending: place in the queue (1 = next), as last ordered */
-    bool parked;              /* pending but out of the queue: its engine has not the
-                               * pods to run it yet (server_job_park) */
-    bool in_changes;          /* listed in a Changes being built (one list at a time) */
-    size_t resident;          /* its index in Server.resident */
-    int64_t pl_from_ms;       /* sj.pl is charged from then (its run's start, or its move) */
-    int64_t moved_from_ms;    /* moving: sj.moved_from was charged from then */
-    int64_t no_move_until_ms; /* a replacement failed: not moved again before then */
-    struct GangCkpt *ckpt;    /* the run's checkpoint reports per rank (checkpoint.h), or NULL */
-    uint32_t stale_ckpt_run;  /* the earlier run whose checkpoint report was last logged as
-                               * ignored (api_agent.c), so it is logged once, not per beat */
-    void *ext; /* the record of the engine that drives the job's nodes (the Kubernetes
-                * engine's pod group), or NULL; the engine owns and sets it */
+    double gpu_equivalents;     /* what all workers hold (or would hold) */
+    uint32_t position;          /* pending: place in the queue (1 = next), as last ordered */
+    bool parked;                /* pending but out of the queue: its engine has not the
+                                 * pods to run it yet (server_job_park) */
+    bool in_changes;            /* listed in a Changes being built (one list at a time) */
+    size_t resident;            /* its index in Server.resident */
+    int64_t pl_from_ms;         /* sj.pl is charged from then (its run's start, or its move) */
+    int64_t moved_from_ms;      /* moving: sj.moved_from was charged from then */
+    int64_t no_move_until_ms;   /* a replacement failed: not moved again before then */
+    struct GangCkpt *ckpt;      /* the run's checkpoint reports per rank (checkpoint.h), or NULL */
+    struct JobMeasure *measure; /* what its GPUs' readings say of sj.pl since pl_from_ms,
+                                 * per worker (measured.h), or NULL before any reading */
+    size_t n_measure;
+    uint32_t stale_ckpt_run; /* the earlier run whose checkpoint report was last logged as
+                              * ignored (api_agent.c), so it is logged once, not per beat */
+    void *ext;               /* the record of the engine that drives the job's nodes (the Kubernetes
+                              * engine's pod group), or NULL; the engine owns and sets it */
 } ServerJob;
 
 /* Shapes past this many go unmemoised (each job of them is tried every cycle). */

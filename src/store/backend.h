@@ -60,7 +60,7 @@ typedef struct StoreOps {
 /* How many schema steps every back end knows (migrations.c, pg_migrations.c): each
  * checks its own list against it at build time, so that store_schema_version means the
  * same on both. */
-#define STORE_SCHEMA_VERSIONS 11
+#define STORE_SCHEMA_VERSIONS 12
 
 struct Store {
     const StoreOps *ops;

@@ -152,6 +152,10 @@ static const Migration steps[] = {
      " id INTEGER PRIMARY KEY CHECK (id = 1),"
      " url TEXT,"
      " since_ms INTEGER NOT NULL);"},
+    /* chargeback shows measured busy GPU-hours beside the held ones */
+    {"the measured and busy GPU time of each usage segment",
+     "ALTER TABLE usage ADD COLUMN measured_gpu_ms INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE usage ADD COLUMN busy_gpu_ms INTEGER NOT NULL DEFAULT 0;"},
 };
 
 _Static_assert(ARRAY_SIZE(steps) == STORE_SCHEMA_VERSIONS,

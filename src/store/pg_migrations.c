@@ -148,6 +148,9 @@ static const Migration steps[] = {
      " id INTEGER PRIMARY KEY CHECK (id = 1),"
      " url TEXT,"
      " since_ms BIGINT NOT NULL);"},
+    {"the measured and busy GPU time of each usage segment",
+     "ALTER TABLE usage ADD COLUMN measured_gpu_ms BIGINT NOT NULL DEFAULT 0,"
+     " ADD COLUMN busy_gpu_ms BIGINT NOT NULL DEFAULT 0;"},
 };
 
 _Static_assert(ARRAY_SIZE(steps) == STORE_SCHEMA_VERSIONS,

@@ -31,7 +31,12 @@ const char *const pg_read_sql[PR_COUNT] = {
     [PR_EVENTS] = "SELECT t_ms, type, detail FROM events WHERE job = $1 ORDER BY t_ms, id",
     [PR_USAGE] = "SELECT job, team, project, pool, model, tier, gpu_equivalents, "
                  "price_micro_usd, GREATEST(start_ms, $1::bigint), LEAST(end_ms, $2::bigint), "
-                 "node FROM usage WHERE start_ms < $2 AND end_ms > $1 AND end_ms > start_ms "
+                 "node, "
+                 "measured_gpu_ms * (LEAST(end_ms, $2::bigint) - GREATEST(start_ms, $1::bigint)) "
+                 "/ (end_ms - start_ms), "
+                 "busy_gpu_ms * (LEAST(end_ms, $2::bigint) - GREATEST(start_ms, $1::bigint)) "
+                 "/ (end_ms - start_ms) "
+                 "FROM usage WHERE start_ms < $2 AND end_ms > $1 AND end_ms > start_ms "
                  "ORDER BY start_ms, id",
     [PR_TEAMS] = "SELECT name, guaranteed_gpus, burst_gpus, weight FROM teams "
                  "ORDER BY name COLLATE \"C\"",
@@ -237,6 +242,8 @@ int pg_read_usage(Store *s, int64_t from_ms, int64_t to_ms,
             .start_ms = pg_get_i64(res, i, 8),
             .end_ms = pg_get_i64(res, i, 9),
             .node = val(res, i, 10),
+            .measured_gpu_ms = pg_get_i64(res, i, 11),
+            .busy_gpu_ms = pg_get_i64(res, i, 12),
         };
         r = fn(arg, &u);
     }

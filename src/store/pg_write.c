@@ -43,8 +43,9 @@ const char *const pg_write_sql[PW_COUNT] = {
     [PW_EVENT_INSERT] =
         "INSERT INTO events (job, t_ms, type, detail) VALUES (" JOB_REF ", $2, $3, $4)",
     [PW_USAGE_INSERT] = "INSERT INTO usage (job, team, project, pool, model, tier, "
-                        "gpu_equivalents, price_micro_usd, start_ms, end_ms, node) VALUES (" JOB_REF
-                        ", $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                        "gpu_equivalents, price_micro_usd, start_ms, end_ms, node, "
+                        "measured_gpu_ms, busy_gpu_ms) VALUES (" JOB_REF
+                        ", $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     [PW_TEAM_SET] = "INSERT INTO teams (name, guaranteed_gpus, burst_gpus, weight) "
                     "VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET "
                     "guaranteed_gpus = EXCLUDED.guaranteed_gpus, burst_gpus = "
@@ -141,7 +142,8 @@ static int send_event(PgStore *db, const StoreEvent *e)
 
 static int send_usage(PgStore *db, const StoreUsage *u)
 {
-    char job[PG_NUM], ge[PG_NUM], price[PG_NUM], start[PG_NUM], end[PG_NUM];
+    char job[PG_NUM], ge[PG_NUM], price[PG_NUM], start[PG_NUM], end[PG_NUM], meas[PG_NUM],
+        busy[PG_NUM];
     const char *p[] = {pg_i64(job, u->job),
                        u->team,
                        u->project,
@@ -152,8 +154,10 @@ static int send_usage(PgStore *db, const StoreUsage *u)
                        pg_i64(price, u->price_micro_usd),
                        pg_i64(start, u->start_ms),
                        pg_i64(end, u->end_ms),
-                       u->node};
-    return pg_send(db, PW_USAGE_INSERT, 11, p, false, 0);
+                       u->node,
+                       pg_i64(meas, u->measured_gpu_ms),
+                       pg_i64(busy, u->busy_gpu_ms)};
+    return pg_send(db, PW_USAGE_INSERT, 13, p, false, 0);
 }
 
 static int send_write(PgStore *db, void *arg)

@@ -26,7 +26,11 @@ const char *const sqlite_read_sql[RS_COUNT] = {
                                 " ORDER BY id LIMIT ?5",
     [RS_EVENTS] = "SELECT t_ms, type, detail FROM events WHERE job = ? ORDER BY t_ms, id",
     [RS_USAGE] = "SELECT job, team, project, pool, model, tier, gpu_equivalents, "
-                 "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2), node FROM usage "
+                 "price_micro_usd, max(start_ms, ?1), min(end_ms, ?2), node, "
+                 /* what was measured, in proportion to the part inside the window */
+                 "measured_gpu_ms * (min(end_ms, ?2) - max(start_ms, ?1)) / (end_ms - start_ms), "
+                 "busy_gpu_ms * (min(end_ms, ?2) - max(start_ms, ?1)) / (end_ms - start_ms) "
+                 "FROM usage "
                  "WHERE start_ms < ?2 AND end_ms > ?1 AND end_ms > start_ms ORDER BY start_ms, id",
     [RS_TEAMS] = "SELECT name, guaranteed_gpus, burst_gpus, weight FROM teams ORDER BY name",
     [RS_TEAM_BUDGETS] = "SELECT name, budget_gpu_hours FROM team_budgets ORDER BY name",
@@ -208,6 +212,8 @@ int sqlite_read_usage(Store *s, int64_t from_ms, int64_t to_ms,
             .start_ms = sqlite3_column_int64(st, 8),
             .end_ms = sqlite3_column_int64(st, 9),
             .node = col_text(st, 10),
+            .measured_gpu_ms = sqlite3_column_int64(st, 11),
+            .busy_gpu_ms = sqlite3_column_int64(st, 12),
         };
         r = fn(arg, &u);
     }

@@ -23,8 +23,9 @@ const char *const sqlite_write_sql[WS_COUNT] = {
                       "checkpoint_ms = ?, placement_json = ?, queue_key = ? WHERE id = ?",
     [WS_EVENT_INSERT] = "INSERT INTO events (job, t_ms, type, detail) VALUES (?, ?, ?, ?)",
     [WS_USAGE_INSERT] = "INSERT INTO usage (job, team, project, pool, model, tier, "
-                        "gpu_equivalents, price_micro_usd, start_ms, end_ms, node) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "gpu_equivalents, price_micro_usd, start_ms, end_ms, node, "
+                        "measured_gpu_ms, busy_gpu_ms) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     [WS_TEAM_SET] = "INSERT INTO teams (name, guaranteed_gpus, burst_gpus, weight) "
                     "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE SET "
                     "guaranteed_gpus = ?2, burst_gpus = ?3, weight = ?4",
@@ -154,6 +155,8 @@ static int insert_usage(SqliteStore *db, const WritePart *p, const StoreUsage *u
     sqlite3_bind_int64(st, 9, u->start_ms);
     sqlite3_bind_int64(st, 10, u->end_ms);
     bind_text(st, 11, u->node);
+    sqlite3_bind_int64(st, 12, u->measured_gpu_ms);
+    sqlite3_bind_int64(st, 13, u->busy_gpu_ms);
     return sqlite_run(db, db->wdb, st, err);
 }
 

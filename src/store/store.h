@@ -97,6 +97,11 @@ typedef struct StoreUsage {
     double gpu_equivalents;
     int64_t price_micro_usd; /* per GPU-hour of the pool */
     int64_t start_ms, end_ms;
+    /* What the GPUs' own readings say of the segment (their agents' busy share): of its
+     * GPU-equivalent milliseconds, measured_gpu_ms had a reading, and they were busy
+     * busy_gpu_ms; 0 and 0 when nothing was measured (simulated time, a MIG instance, a
+     * driver without readings). Clipped to a window in proportion. */
+    int64_t measured_gpu_ms, busy_gpu_ms;
 } StoreUsage;
 
 /* The GPU memory learned for a workload class (core/learn.h): the peak to size its

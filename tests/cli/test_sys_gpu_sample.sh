@@ -3,7 +3,8 @@
 # L4s reports its GPUs' readings with each heartbeat (the simulated figures follow what
 # its workers hold: a whole GPU held reads 100 %, 300 W, 75 C); /metrics then carries
 # them under DCGM's exporter names and labels, for that node only, and GET
-# /api/v1/utilization has the measured busy GPU-equivalents beside the allocated ones.
+# /api/v1/utilization has the measured busy GPU-equivalents beside the allocated ones,
+# and GET /usage a team's measured busy GPU-hours beside its held ones.
 # A heartbeat with readings of the wrong type or out of range is still taken, those
 # readings left out.
 # Usage: test_sys_gpu_sample.sh PATH/TO/gpuorch (run from the repository root).
@@ -74,5 +75,17 @@ metric DCGM_FI_DEV_POWER_USAGE h100-1 | grep -q '} 700.5$' || fail "power of h10
 metric DCGM_FI_DEV_GPU_TEMP h100-1 | grep -q '} 65$' || fail "temperature of h100-1"
 [ "$(grep -c 'Hostname="h100-1"' "$T/metrics")" = 3 ] || fail "readings of h100-1: $(grep 'h100-1' "$T/metrics")"
 
+# the chargeback: the busy job's held GPU-hours beside what its GPU measured (the
+# simulated L4 reads 100 % while held): measured and busy about all of them
+sleep 2
+api GET '/api/v1/usage?group_by=team&include_idle=false'
+json_ok "$T/out" '[r for r in d["rows"] if r["team"] == "search"][0]["measured_gpu_hours"] > 0'
+json_ok "$T/out" 'abs(d["total"]["busy_gpu_hours"] - d["total"]["measured_gpu_hours"]) < 1e-5'
+json_ok "$T/out" 'd["total"]["measured_gpu_hours"] <= d["total"]["gpu_hours"] + 1e-6'
+json_ok "$T/out" 'd["total"]["measured_gpu_hours"] > 0.8 * d["total"]["gpu_hours"] - 2.0 / 3600'
 "$GPUORCH" cancel "$BUSY" >/dev/null
+# and once the run is over, the stored segment keeps it
+wait_for "$BUSY" 'd["state"] == "cancelled"'
+api GET '/api/v1/usage?group_by=team&include_idle=false'
+json_ok "$T/out" 'd["total"]["busy_gpu_hours"] > 0 and abs(d["total"]["busy_gpu_hours"] - d["total"]["measured_gpu_hours"]) < 1e-5'
 echo "test_sys_gpu_sample: ok"

@@ -410,6 +410,19 @@ static int see_usage(void *arg, const StoreUsage *u)
     return 0;
 }
 
+/* The measured and busy GPU-ms of the vision team's segment. */
+static int see_measured(void *arg, const StoreUsage *u)
+{
+    int64_t *m = arg;
+    if (u->team && !strcmp(u->team, "vision")) {
+        m[0] = u->measured_gpu_ms;
+        m[1] = u->busy_gpu_ms;
+    } else if (u->measured_gpu_ms || u->busy_gpu_ms) {
+        m[0] = m[1] = -2; /* measured where nothing was */
+    }
+    return 0;
+}
+
 static void test_events_and_usage(void **state)
 {
     Fixture *f = fixture(state);
@@ -471,7 +484,9 @@ static void test_events_and_usage(void **state)
          .gpu_equivalents = 8,
          .price_micro_usd = 2500000,
          .start_ms = 5,
-         .end_ms = 15},
+         .end_ms = 15,
+         .measured_gpu_ms = 80,
+         .busy_gpu_ms = 40},
         {.job = -1, .gpu_equivalents = 0.25, .start_ms = 20, .end_ms = 30},
         {.job = two[0].id, .gpu_equivalents = 1, .start_ms = 10, .end_ms = 10},
     };
@@ -486,6 +501,11 @@ static void test_events_and_usage(void **state)
              "%lld - - - - - - 0.250 0 [20,21); ",
              (long long)two[0].id, (long long)two[1].id, (long long)e.id);
     assert_string_equal(s.text, want);
+    /* what the GPUs measured, clipped in proportion: [8,15) of [5,15) */
+    int64_t measured[2] = {-1, -1};
+    assert_int_equal(store_usage_query(f->s, 8, 21, see_measured, measured), 0);
+    assert_int_equal(measured[0], 56);
+    assert_int_equal(measured[1], 28);
     /* ends and starts are open and closed as the window is */
     memset(&s, 0, sizeof(s));
     assert_int_equal(store_usage_query(f->s, 10, 20, see_usage, &s), 0);
@@ -602,12 +622,13 @@ static void test_node_spans(void **state)
 }
 
 /* What migration 7 added (tokens' user, expiry, revocation; jobs' user), and the
- * leader table of migration 11, dropped to make a database as an older gpuorch left it
- * (the tests using it go back to before 7). */
+ * leader table of migration 11 and the measured columns of 12, dropped to make a database
+ * as an older gpuorch left it (the tests using it go back to before 7). */
 #define UNDO_USERS                                                                                 \
     "ALTER TABLE jobs DROP COLUMN user; ALTER TABLE tokens DROP COLUMN user; "                     \
     "ALTER TABLE tokens DROP COLUMN expires_ms; ALTER TABLE tokens DROP COLUMN revoked_ms; "       \
-    "DROP TABLE leader; "
+    "DROP TABLE leader; ALTER TABLE usage DROP COLUMN measured_gpu_ms; "                           \
+    "ALTER TABLE usage DROP COLUMN busy_gpu_ms; "
 
 /* The server's identity is made once, at the first open: 32 hex digits, the same on
  * every later open, and another database's differs. (test_migrate_to_spans applies the
@@ -1050,6 +1071,8 @@ static void test_learned_migration(void **state)
     char sql[512];
     snprintf(sql, sizeof(sql),
              "DELETE FROM schema_version WHERE version >= %d; DROP TABLE leader;"
+             "ALTER TABLE usage DROP COLUMN measured_gpu_ms;"
+             "ALTER TABLE usage DROP COLUMN busy_gpu_ms;"
              "INSERT INTO learned_memory VALUES"
              " ('research/llama', 98304, 1), ('search/serve', 11674, 1),"
              " ('serving-llm', 40000, 2), ('research/train', 30000, 1),"
