@@ -7,12 +7,13 @@
  * Profiles are matched by the NVML profile ID the catalogue records (the ID column of
  * nvidia-smi mig -lgip), or by NVML's own profile name where the catalogue lacks it.
  *
- * The types and prototypes below are the few this file needs, declared as the NVML
- * API Reference Guide (docs.nvidia.com/deploy/nvml-api: "Device Queries", "NvLink
- * Methods", "Multi Instance GPU Management") and nvml.h define them. */
+ * The NVML types are nvml_types.h's; the entry points below are the ones this file
+ * looks up, as the NVML API Reference Guide (docs.nvidia.com/deploy/nvml-api: "Device
+ * Queries", "NvLink Methods", "Multi Instance GPU Management") declares them. */
 #include "agent/gpus.h"
 #include "agent/nvml_health.h"
 #include "agent/nvml_sample.h"
+#include "agent/nvml_types.h"
 #include "util/macro.h"
 
 #include <dlfcn.h>
@@ -22,70 +23,11 @@
 #include <string.h>
 #include <strings.h>
 
-typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
-typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
-
-enum {
-    NVML_SUCCESS = 0,
-    NVML_ERROR_NOT_SUPPORTED = 3,
-    NVML_ERROR_NOT_FOUND = 6,
-    NVML_ERROR_INSUFFICIENT_SIZE = 7,
-    NVML_ERROR_IN_USE = 19,
-};
-#define NVML_DEVICE_MIG_DISABLE                     0
-#define NVML_DEVICE_MIG_ENABLE                      1
-#define NVML_FEATURE_ENABLED                        1
-#define NVML_NVLINK_MAX_LINKS                       18
-#define NVML_NVLINK_DEVICE_TYPE_GPU                 0
-#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0
-#define NVML_VALUE_NOT_AVAILABLE_ULL                0xffffffffffffffffull
 /* NVML_GPU_INSTANCE_PROFILE_* and NVML_COMPUTE_INSTANCE_PROFILE_* are small indices;
  * newer drivers add more, so every index below these bounds is asked for. */
 #define GI_PROFILE_INDICES  32
 #define CI_PROFILE_INDICES  16
 #define MAX_GIS_PER_PROFILE 8
-
-typedef struct {
-    char busIdLegacy[16];
-    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-    char busId[32];
-} nvmlPciInfo_t;
-
-typedef struct {
-    unsigned int start, size; /* memory slices */
-} nvmlGpuInstancePlacement_t;
-
-typedef struct {
-    unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount,
-        copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
-    unsigned long long memorySizeMB;
-} nvmlGpuInstanceProfileInfo_t;
-
-typedef struct {
-    unsigned int version, id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount,
-        copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
-    unsigned long long memorySizeMB;
-    char name[96];
-} nvmlGpuInstanceProfileInfo_v2_t;
-#define nvmlGpuInstanceProfileInfo_v2                                                              \
-    ((unsigned int)(sizeof(nvmlGpuInstanceProfileInfo_v2_t) | (2u << 24)))
-
-typedef struct {
-    unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
-        sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
-} nvmlComputeInstanceProfileInfo_t;
-
-typedef struct {
-    nvmlDevice_t device;
-    unsigned int id, profileId;
-    nvmlGpuInstancePlacement_t placement;
-} nvmlGpuInstanceInfo_t;
-
-typedef struct {
-    unsigned int pid;
-    unsigned long long usedGpuMemory; /* bytes */
-    unsigned int gpuInstanceId, computeInstanceId;
-} nvmlProcessInfo_t;
 
 /* The entry points, resolved once. Optional ones may be NULL on older drivers. */
 typedef struct NvmlApi {
@@ -824,7 +766,6 @@ static void nvml_close(GpuBackend *b)
     free(n);
 }
 
-/* nvmlComputeMode_t: NVML_COMPUTEMODE_DEFAULT 0, NVML_COMPUTEMODE_EXCLUSIVE_PROCESS 3 */
 static int nvml_set_compute_mode(GpuBackend *b, unsigned index, bool exclusive, Buf *err)
 {
     Nvml *n = (Nvml *)b;
@@ -836,7 +777,8 @@ static int nvml_set_compute_mode(GpuBackend *b, unsigned index, bool exclusive, 
         buf_printf(err, "GPU %u: the driver's NVML cannot set the compute mode", index);
         return -ENOSYS;
     }
-    nvmlReturn_t nr = n->f.DeviceSetComputeMode(dev, exclusive ? 3 : 0);
+    nvmlReturn_t nr = n->f.DeviceSetComputeMode(dev, exclusive ? NVML_COMPUTEMODE_EXCLUSIVE_PROCESS
+                                                               : NVML_COMPUTEMODE_DEFAULT);
     if (nr != NVML_SUCCESS) {
         buf_printf(err, "GPU %u: setting the %s compute mode: %s", index,
                    exclusive ? "exclusive-process" : "default", nerr(n, nr));

@@ -11,6 +11,7 @@
  * (docs.nvidia.com/deploy/nvml-api: "Event Handling Methods", nvmlEventData_t,
  * "Device Queries" nvmlDeviceGetTotalEccErrors). */
 #include "agent/nvml_health.h"
+#include "agent/nvml_types.h"
 #include "util/macro.h"
 
 #include <dlfcn.h>
@@ -20,27 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st *nvmlDevice_t;
-typedef struct nvmlEventSet_st *nvmlEventSet_t;
-
-enum {
-    NVML_SUCCESS = 0,
-    NVML_ERROR_NOT_SUPPORTED = 3,
-    NVML_ERROR_TIMEOUT = 10,
-    NVML_ERROR_GPU_IS_LOST = 15,
-};
-#define NVML_EVENT_TYPE_XID_CRITICAL_ERROR 0x8ull /* nvmlEventTypeXidCriticalError */
-#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
-#define NVML_VOLATILE_ECC                  0
-#define MAX_EVENTS_PER_CHECK               64 /* a storm of events waits for the next beat */
-
-typedef struct {
-    nvmlDevice_t device;
-    unsigned long long eventType;
-    unsigned long long eventData; /* the Xid, for nvmlEventTypeXidCriticalError */
-    unsigned int gpuInstanceId, computeInstanceId;
-} nvmlEventData_t;
+#define MAX_EVENTS_PER_CHECK 64 /* a storm of events waits for the next beat */
 
 /* The Xids NVML reports as critical, judged by NVIDIA's "Xid Errors" document
  * (docs.nvidia.com/deploy/xid-errors): those that come from the application's own

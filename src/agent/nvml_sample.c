@@ -10,8 +10,6 @@
 #include <errno.h>
 #include <string.h>
 
-enum { NVML_SUCCESS = 0 };
-
 static void sample_mig(const NvmlSampleApi *f, nvmlDevice_t dev, const AgentGpu *g, GpuSample *s)
 {
     unsigned max = 0;

@@ -1,24 +1,11 @@
 /* nvml_sample.h: what nvml.c shares with nvml_sample.c, which reads each GPU's
- * utilisation, memory, power and temperature: the NVML types both use and the entry
- * points sampling needs, handed over from nvml.c's loaded table. Declared as the NVML
- * API Reference Guide ("Device Queries") and nvml.h define them. */
+ * utilisation, memory, power and temperature: the entry points sampling needs, handed
+ * over from nvml.c's loaded table (the types are nvml_types.h's). */
 #pragma once
 
 #include "agent/gpus.h"
+#include "agent/nvml_types.h"
 #include "util/buf.h"
-
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st *nvmlDevice_t;
-
-typedef struct {
-    unsigned long long total, free, used; /* bytes */
-} nvmlMemory_t;
-
-typedef struct {
-    unsigned int gpu, memory; /* percent of the last sample period */
-} nvmlUtilization_t;
-
-#define NVML_TEMPERATURE_GPU 0
 
 /* The entry points sampling calls. The last five may be NULL (an older driver, or no
  * MIG): the readings they give are then left out. */

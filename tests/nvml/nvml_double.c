@@ -53,91 +53,12 @@
 #include <string.h>
 #include <strings.h>
 
-/* The NVML declarations this double implements, as nvml.h defines them. */
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st *nvmlDevice_t;
-typedef struct nvmlGpuInstance_st *nvmlGpuInstance_t;
-typedef struct nvmlComputeInstance_st *nvmlComputeInstance_t;
+/* The NVML types and codes are the agent's own (src/agent/nvml_types.h); the functions
+ * below, as nvml.h declares them. */
+#include "agent/nvml_types.h"
 
-enum {
-    NVML_SUCCESS = 0,
-    NVML_ERROR_UNINITIALIZED = 1,
-    NVML_ERROR_INVALID_ARGUMENT = 2,
-    NVML_ERROR_NOT_SUPPORTED = 3,
-    NVML_ERROR_NOT_FOUND = 6,
-    NVML_ERROR_INSUFFICIENT_SIZE = 7,
-    NVML_ERROR_DRIVER_NOT_LOADED = 9,
-    NVML_ERROR_TIMEOUT = 10,
-    NVML_ERROR_GPU_IS_LOST = 15,
-    NVML_ERROR_RESET_REQUIRED = 16,
-    NVML_ERROR_IN_USE = 19,
-    NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
-    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
-    NVML_ERROR_UNKNOWN = 999,
-};
-#define NVML_DEVICE_MIG_DISABLE                     0
-#define NVML_DEVICE_MIG_ENABLE                      1
-#define NVML_FEATURE_DISABLED                       0
-#define NVML_FEATURE_ENABLED                        1
-#define NVML_NVLINK_MAX_LINKS                       18
-#define NVML_NVLINK_DEVICE_TYPE_GPU                 0
-#define NVML_NVLINK_DEVICE_TYPE_SWITCH              2
-#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0
-#define NVML_GPU_INSTANCE_PROFILE_COUNT             10
-#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT         8
-#define NVML_VALUE_NOT_AVAILABLE_ULL                0xffffffffffffffffull
-
-typedef struct {
-    unsigned long long total, free, used;
-} nvmlMemory_t;
-
-typedef struct {
-    unsigned int gpu, memory;
-} nvmlUtilization_t;
-
-#define NVML_TEMPERATURE_GPU 0
-
-typedef struct {
-    char busIdLegacy[16];
-    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-    char busId[32];
-} nvmlPciInfo_t;
-
-typedef struct {
-    unsigned int start, size;
-} nvmlGpuInstancePlacement_t;
-
-typedef struct {
-    unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount,
-        copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
-    unsigned long long memorySizeMB;
-} nvmlGpuInstanceProfileInfo_t;
-
-typedef struct {
-    unsigned int version, id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount,
-        copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
-    unsigned long long memorySizeMB;
-    char name[96];
-} nvmlGpuInstanceProfileInfo_v2_t;
-#define nvmlGpuInstanceProfileInfo_v2                                                              \
-    ((unsigned int)(sizeof(nvmlGpuInstanceProfileInfo_v2_t) | (2u << 24)))
-
-typedef struct {
-    unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
-        sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
-} nvmlComputeInstanceProfileInfo_t;
-
-typedef struct {
-    nvmlDevice_t device;
-    unsigned int id, profileId;
-    nvmlGpuInstancePlacement_t placement;
-} nvmlGpuInstanceInfo_t;
-
-typedef struct {
-    unsigned int pid;
-    unsigned long long usedGpuMemory;
-    unsigned int gpuInstanceId, computeInstanceId;
-} nvmlProcessInfo_t;
+#define NVML_GPU_INSTANCE_PROFILE_COUNT     10
+#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT 8
 
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlShutdown(void);
@@ -775,7 +696,8 @@ nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, int mode)
 {
     CHECK_INIT();
     Gpu *g = gpu_of(device);
-    if (!g || (mode != 0 && mode != 2 && mode != 3))
+    if (!g || (mode != NVML_COMPUTEMODE_DEFAULT && mode != NVML_COMPUTEMODE_PROHIBITED &&
+               mode != NVML_COMPUTEMODE_EXCLUSIVE_PROCESS))
         return NVML_ERROR_INVALID_ARGUMENT;
     g->compute_mode = mode;
     write_back();
@@ -1237,14 +1159,6 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensorType, unsig
 }
 
 /* ---- health: events and ECC ---- */
-
-typedef struct nvmlEventSet_st *nvmlEventSet_t;
-typedef struct {
-    nvmlDevice_t device;
-    unsigned long long eventType, eventData;
-    unsigned int gpuInstanceId, computeInstanceId;
-} nvmlEventData_t;
-#define NVML_EVENT_TYPE_XID_CRITICAL_ERROR 0x8ull
 
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set);
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
