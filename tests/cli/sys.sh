@@ -34,8 +34,27 @@ sys_cleanup() {
 }
 trap sys_cleanup EXIT INT TERM
 
+# free_port: a port nothing listens on, below the kernel's ephemeral range
+# (/proc/sys/net/ipv4/ip_local_port_range): a server restarted on its port must not find
+# it taken by some client connection's source port meanwhile (test_sys_chargeback once).
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    python3 -c '
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    p = random.randrange(10000, max(lo, 10001))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+        print(p)
+        break
+    except OSError:
+        pass
+    finally:
+        s.close()
+else:
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])
+'
 }
 
 # start_server [EXTRA ARGS]: start (or restart, on the same database and port) the server.
