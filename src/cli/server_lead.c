@@ -50,20 +50,13 @@ int server_advertise_url(const char *flag, const char *host, const HttpListener 
     return 0;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int server_wait_to_lead(Store *st, const char *self_url, HttpListener *l, Standby **sb,
                         const sigset_t *sigs, Buf *err)
 {
     bool said_error = false;
     for (;;) {
         Buf why = {0};
-        int r = store_lead(st, self_url, now_ms(), &why);
+        int r = store_lead(st, self_url, server_now_ms(), &why);
         if (r == 1) {
             if (*sb)
                 log_info("event=leading url=%s", self_url);

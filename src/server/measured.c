@@ -47,12 +47,7 @@ void measured_fold(Server *s, uint32_t node, int64_t now_ms)
     int64_t gap = MAX_GAP_BEATS * s->opt.heartbeat_ms;
     for (size_t i = 0; i < s->n_holding; i++) {
         ServerJob *j = s->holding[i];
-        if (j->st.state != JOB_RUNNING || !j->sj.pl.n_workers)
-            continue;
-        bool here = false;
-        for (size_t w = 0; w < j->sj.pl.n_workers && !here; w++)
-            here = j->sj.pl.workers[w].node == node;
-        if (!here)
+        if (j->st.state != JOB_RUNNING || !server_job_on_node(j, node, false))
             continue;
         if (j->n_measure != j->sj.pl.n_workers) {
             free(j->measure);

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define STANDBY_THREADS      2
@@ -36,18 +35,11 @@ typedef struct Pending {
     bool called; /* the first call, with the headers only, was answered */
 } Pending;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The leader's URL into out ("" when none can be named). */
 static void leader_url(Standby *sb, char *out, size_t n)
 {
     pthread_mutex_lock(&sb->lock);
-    int64_t now = mono_ms();
+    int64_t now = server_mono_ms();
     if (!sb->leader_read_ms || now - sb->leader_read_ms >= LEADER_CACHE_MS) {
         char url[sizeof(sb->leader)] = "";
         int r = store_leader(sb->st, url, sizeof(url), NULL);
