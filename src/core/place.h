@@ -123,6 +123,10 @@ void place_release(Cluster *c, const Placement *p);
  * it changed set back, and pl emptied. */
 void place_undo(Cluster *c, Placement *pl);
 
+/* Whether node could ever take a worker of r as it stands: schedulable, of a model, fabric
+ * and tier r may use (capacity aside). */
+bool place_node_admits(const Cluster *c, uint32_t node, const Request *r);
+
 /* Workers of r node can take now, at most limit (idle MIG instances re-carvable). */
 unsigned place_node_capacity(const PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r,
                              unsigned limit);

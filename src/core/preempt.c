@@ -2,6 +2,7 @@
  * cluster tentatively (their allocations released, MIG layouts kept) to see whether the
  * job would fit, and always put back before returning. */
 #include "core/preempt.h"
+#include "core/room.h"
 
 #include "util/macro.h"
 
@@ -123,12 +124,73 @@ static void put_back(Cluster *c, SchedJob *v)
         cluster_apply_worker(c, &v->pl.workers[w]);
 }
 
-/* Does j fit now: on node (one worker) or anywhere (node = UINT32_MAX, the placer). */
-static int fits(Sched *s, const Request *r, uint32_t node, Placement *look)
+/* A trial over the whole cluster keeps r's room by domain (room.h), so that a placement
+ * is tried only where capacity alone could hold it, and the nodes its last successful
+ * placement used: putting back a victim elsewhere leaves that placement valid. */
+typedef struct Trial {
+    Room room;
+    uint8_t *used; /* per node: the last placement found used it */
+    uint32_t *used_list;
+    size_t n_used;
+} Trial;
+
+static int trial_init(Trial *t, Sched *s, const Request *r)
+{
+    *t = (Trial){0};
+    size_t nn = s->c->n_nodes ? s->c->n_nodes : 1;
+    t->used = calloc(nn, 1);
+    t->used_list = malloc(nn * sizeof(*t->used_list));
+    if (!t->used || !t->used_list || room_init(&t->room, s->ctx, s->c, r) < 0) {
+        free(t->used);
+        free(t->used_list);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void trial_free(Trial *t)
+{
+    room_free(&t->room);
+    free(t->used);
+    free(t->used_list);
+}
+
+/* v's allocation was taken out or put back: its nodes' room changed. */
+static void trial_moved(Trial *t, Cluster *c, const SchedJob *v)
+{
+    for (size_t w = 0; w < v->pl.n_workers; w++)
+        room_update(&t->room, c, v->pl.workers[w].node);
+}
+
+static bool trial_uses(const Trial *t, const SchedJob *v)
+{
+    for (size_t w = 0; w < v->pl.n_workers; w++)
+        if (t->used[v->pl.workers[w].node])
+            return true;
+    return false;
+}
+
+/* Does j fit now: on node (one worker) or anywhere (node = UINT32_MAX, the placer; t
+ * then remembers where). */
+static int fits(Sched *s, const Request *r, uint32_t node, Placement *look, Trial *t)
 {
     if (node != UINT32_MAX)
         return place_node_capacity(s->ctx, s->c, node, r, 1) > 0;
+    if (!room_enough(&t->room))
+        return 0;
     int placed = place_job(s->ctx, s->c, r, look, NULL);
+    if (placed == 1) {
+        for (size_t i = 0; i < t->n_used; i++)
+            t->used[t->used_list[i]] = 0;
+        t->n_used = 0;
+        for (size_t w = 0; w < look->n_workers; w++) {
+            uint32_t n = look->workers[w].node;
+            if (!t->used[n]) {
+                t->used[n] = 1;
+                t->used_list[t->n_used++] = n;
+            }
+        }
+    }
     if (placed == 1 || look->n_workers) {
         place_release(s->c, look);
         for (size_t i = look->n_changes; i-- > 0;)
@@ -158,16 +220,24 @@ static SetKey set_key(const Cand *c, size_t n)
 static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, bool spare,
                   double need_units, Placement *look, size_t *ret_n)
 {
+    Trial trial, *t = NULL;
+    if (node == UINT32_MAX) {
+        if (trial_init(&trial, s, r) < 0)
+            return -ENOMEM;
+        t = &trial;
+    }
     size_t taken = 0;
     double units = 0;
     int ok = 0;
     for (size_t i = 0; i < n; i++) {
         take_out(s->c, c[i].j);
+        if (t)
+            trial_moved(t, s->c, c[i].j);
         taken++;
         units += c[i].j->units;
         if (units + 1e-6 < need_units)
             continue;
-        ok = fits(s, r, node, look);
+        ok = fits(s, r, node, look, t);
         if (ok < 0)
             break;
         if (ok)
@@ -177,6 +247,8 @@ static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, 
         for (size_t i = taken; i-- > 0;)
             put_back(s->c, c[i].j);
         *ret_n = 0;
+        if (t)
+            trial_free(t);
         return ok;
     }
     size_t kept = taken;
@@ -186,18 +258,30 @@ static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, 
         if (!needed) {
             for (size_t i = taken; i-- > 0;)
                 put_back(s->c, c[i].j);
+            if (t)
+                trial_free(t);
             return -ENOMEM;
         }
         for (size_t i = taken; i-- > 0;) {
             put_back(s->c, c[i].j);
             units -= c[i].j->units;
-            int still = units + 1e-6 >= need_units ? fits(s, r, node, look) : 0;
+            int still = 0;
+            if (units + 1e-6 >= need_units) {
+                if (t)
+                    trial_moved(t, s->c, c[i].j);
+                /* away from the placement last found, it is not needed for it */
+                still = t && !trial_uses(t, c[i].j) ? 1 : fits(s, r, node, look, t);
+            }
             if (still < 0) {
                 free(needed);
+                if (t)
+                    trial_free(t);
                 return still;
             }
             if (!still) {
                 take_out(s->c, c[i].j);
+                if (t)
+                    trial_moved(t, s->c, c[i].j);
                 units += c[i].j->units;
                 needed[i] = true;
             }
@@ -209,7 +293,55 @@ static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, 
         free(needed);
     }
     *ret_n = kept;
+    if (t)
+        trial_free(t);
     return 1;
+}
+
+/* The candidates by node: those holding a worker on node k are c[on[at[k]..at[k+1])],
+ * in c's order, each listed once per node. *ret_at and *ret_on are malloc'd. */
+static int by_node(const Cluster *c, const Cand *cand, size_t n, size_t **ret_at, size_t **ret_on)
+{
+    size_t nn = c->n_nodes;
+    size_t *at = calloc(nn + 2, sizeof(*at));
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += cand[i].j->pl.n_workers;
+    size_t *on = malloc((total ? total : 1) * sizeof(*on));
+    if (!at || !on) {
+        free(at);
+        free(on);
+        return -ENOMEM;
+    }
+    /* count each (candidate, node) once: a gang's workers may share a node */
+    for (size_t i = 0; i < n; i++) {
+        const Placement *pl = &cand[i].j->pl;
+        for (size_t w = 0; w < pl->n_workers; w++) {
+            uint32_t node = pl->workers[w].node;
+            bool seen = false;
+            for (size_t v = 0; v < w && !seen; v++)
+                seen = pl->workers[v].node == node;
+            if (!seen)
+                at[node + 2]++;
+        }
+    }
+    for (size_t k = 2; k < nn + 2; k++)
+        at[k] += at[k - 1];
+    /* at[k + 1] is where node k's list is filled; it ends at its own start */
+    for (size_t i = 0; i < n; i++) {
+        const Placement *pl = &cand[i].j->pl;
+        for (size_t w = 0; w < pl->n_workers; w++) {
+            uint32_t node = pl->workers[w].node;
+            bool seen = false;
+            for (size_t v = 0; v < w && !seen; v++)
+                seen = pl->workers[v].node == node;
+            if (!seen)
+                on[at[node + 1]++] = i;
+        }
+    }
+    *ret_at = at;
+    *ret_on = on;
+    return 0;
 }
 
 /* Keep the set c[0..n) if it beats the best so far. */
@@ -243,6 +375,7 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
     SetKey best_key = {0};
     int err = 0;
     Placement look = {0};
+    size_t *at = NULL, *on = NULL;
     for (size_t i = 0; i < n_running; i++)
         if (candidate(s, now, j, running[i], &all[n_all]))
             n_all++;
@@ -266,18 +399,17 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
         /* one worker: node by node, the cheapest set that makes room. On a node, three
          * tries: cheapest first, cheapest per GPU freed first, and each victim alone
          * (one big victim can lose less than two small ones that happen to be cheaper
-         * each); the best of them counts. */
+         * each); the best of them counts. The candidates are listed by node once
+         * (each in cost order), so a plan costs the candidates' workers and the nodes
+         * they hold, not nodes times candidates. */
+        err = by_node(s->c, all, n_all, &at, &on);
         for (size_t node = 0; node < s->c->n_nodes && err >= 0; node++) {
-            size_t n = 0;
-            for (size_t i = 0; i < n_all; i++) {
-                const Placement *pl = &all[i].j->pl;
-                bool here = false;
-                for (size_t w = 0; w < pl->n_workers && !here; w++)
-                    here = pl->workers[w].node == node;
-                if (here)
-                    here_c[n++] = all[i];
-            }
-            for (int how = 0; how < 3 && n && err >= 0; how++) {
+            size_t n = at[node + 1] - at[node];
+            if (!n || !place_node_admits(s->c, (uint32_t)node, &r))
+                continue;
+            for (size_t i = 0; i < n; i++)
+                here_c[i] = all[on[at[node] + i]];
+            for (int how = 0; how < 3 && err >= 0; how++) {
                 size_t kept = 0;
                 if (how < 2) {
                     memcpy(trial, here_c, n * sizeof(*trial));
@@ -293,13 +425,15 @@ int preempt_plan(Sched *s, int64_t now, const SchedJob *j, SchedJob **running, s
                 }
                 for (size_t i = 0; i < n && err >= 0; i++) {
                     take_out(s->c, here_c[i].j);
-                    err = fits(s, &r, (uint32_t)node, &look);
+                    err = fits(s, &r, (uint32_t)node, &look, NULL);
                     put_back(s->c, here_c[i].j);
                     if (err > 0)
                         consider(&here_c[i], 1, best, &n_best, &best_key);
                 }
             }
         }
+        free(at);
+        free(on);
     }
     placement_free(&look);
     free(here_c);
