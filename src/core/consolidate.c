@@ -166,7 +166,7 @@ int consolidate(Sched *s, unsigned want, SchedJob **running, size_t n_running, i
         /* replacements keep out of the nodes held for other jobs */
         for (size_t n = 0; n < c->n_nodes; n++)
             s->blocked[n] = s->node_res[n] != SCHED_NONE || s->node_claim[n] != SCHED_NONE ? 1 : 0;
-        s->mask_stamp = ++s->stamp;
+        s->mask_stamp = failmemo_fresh(&s->memo);
     }
     size_t cap = 0;
     unsigned emptied = 0;

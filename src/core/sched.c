@@ -46,11 +46,8 @@ int sched_init(Sched *s, Cluster *c, PlaceCtx *ctx, const SchedConfig *cfg, size
     s->node_claim = malloc(nn * sizeof(*s->node_claim));
     s->blocked = calloc(nn, 1);
     s->taken = calloc(nn, 1);
-    s->failed_workers = calloc(ns, sizeof(*s->failed_workers));
-    s->failed_stamp = calloc(ns, sizeof(*s->failed_stamp));
-    s->failed_why = calloc(ns, sizeof(*s->failed_why));
-    if (!s->node_res || !s->node_claim || !s->blocked || !s->taken || !s->failed_workers ||
-        !s->failed_stamp || !s->failed_why) {
+    if (!s->node_res || !s->node_claim || !s->blocked || !s->taken ||
+        failmemo_init(&s->memo, ns, SCHED_REASON_LEN) < 0) {
         sched_free(s);
         return -ENOMEM;
     }
@@ -77,13 +74,15 @@ void sched_free(Sched *s)
     free(s->res);
     free(s->blocked);
     free(s->taken);
-    free(s->failed_workers);
-    free(s->failed_stamp);
-    free(s->failed_why);
+    failmemo_free(&s->memo);
+    free(s->res_binds);
     free(s->rank);
     free(s->victims_for);
     free(s->id_cycle);
     free(s->prio_of);
+    free(s->run_mark);
+    free(s->run_ptr);
+    free(s->by_start);
     free(s->res_nodes);
     for (size_t b = 0; b < s->n_buckets; b++)
         free(s->buckets[b].j);
@@ -135,12 +134,65 @@ static double request_units(const Sched *s, const Request *r)
 
 /* ---- tenancy ---- */
 
-static int by_run_start(const void *a, const void *b)
+static bool starts_before(const SchedStart *a, const SchedStart *b)
 {
-    const SchedJob *x = *(SchedJob *const *)a, *y = *(SchedJob *const *)b;
-    if (x->run_start_ms != y->run_start_ms)
-        return x->run_start_ms < y->run_start_ms ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
+    return a->start_ms != b->start_ms ? a->start_ms < b->start_ms : a->id < b->id;
+}
+
+static int start_cmp(const void *a, const void *b)
+{
+    const SchedStart *x = a, *y = b;
+    return starts_before(x, y) ? -1 : starts_before(y, x) ? 1 : 0;
+}
+
+/* The running jobs by start (then id) into s->by_start. Last cycle's order is kept for
+ * the jobs still running the same run (a job is known by id and pointer, and only
+ * dereferenced once found in running[]), and the jobs new to it are sorted and merged
+ * in: a cycle costs the starts since the last one, not a sort of every running job. */
+static int order_by_start(Sched *s, SchedJob **running, size_t n)
+{
+    uint64_t seen = 2 * s->cycle, used = seen + 1;
+    for (size_t i = 0; i < n; i++) {
+        s->run_mark[running[i]->id] = seen;
+        s->run_ptr[running[i]->id] = running[i];
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < s->n_by_start; i++) {
+        SchedStart e = s->by_start[i];
+        if (e.id >= s->ids_cap || s->run_mark[e.id] != seen || s->run_ptr[e.id] != e.j ||
+            e.j->run_start_ms != e.start_ms)
+            continue;
+        s->run_mark[e.id] = used;
+        s->by_start[kept++] = e;
+    }
+    size_t n_new = 0;
+    for (size_t i = 0; i < n; i++)
+        n_new += s->run_mark[running[i]->id] == seen;
+    SchedStart *fresh = malloc((n_new ? n_new : 1) * sizeof(*fresh));
+    if (!fresh || GROW(s->by_start, s->by_start_cap, kept + n_new + 1) < 0) {
+        free(fresh);
+        s->n_by_start = 0;
+        return -ENOMEM;
+    }
+    n_new = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s->run_mark[running[i]->id] == seen) {
+            s->run_mark[running[i]->id] = used;
+            fresh[n_new++] = (SchedStart){
+                .j = running[i], .start_ms = running[i]->run_start_ms, .id = running[i]->id};
+        }
+    qsort(fresh, n_new, sizeof(*fresh), start_cmp);
+    /* merge from the back, in place */
+    size_t a = kept, b = n_new, out = kept + n_new;
+    while (b > 0) {
+        if (a > 0 && starts_before(&fresh[b - 1], &s->by_start[a - 1]))
+            s->by_start[--out] = s->by_start[--a];
+        else
+            s->by_start[--out] = fresh[--b];
+    }
+    s->n_by_start = kept + n_new;
+    free(fresh);
+    return 0;
 }
 
 /* Which running work is inside its team's guarantee: the oldest first. */
@@ -159,13 +211,11 @@ static int classify(Sched *s, SchedJob **running, size_t n)
         }
         return 0;
     }
-    SchedJob **sorted = malloc((n ? n : 1) * sizeof(*sorted));
-    if (!sorted)
-        return -ENOMEM;
-    memcpy(sorted, running, n * sizeof(*sorted));
-    qsort(sorted, n, sizeof(*sorted), by_run_start);
-    for (size_t i = 0; i < n; i++) {
-        SchedJob *j = sorted[i];
+    int err = order_by_start(s, running, n);
+    if (err < 0)
+        return err;
+    for (size_t i = 0; i < s->n_by_start; i++) {
+        SchedJob *j = s->by_start[i].j;
         TeamState *ts = &s->ten.teams[tenancy_slot(&s->ten, j->team)];
         j->borrowed = s->ten.quotas &&
                       !tenancy_within_guarantee(&s->ten, tenancy_slot(&s->ten, j->team), j->units);
@@ -173,7 +223,6 @@ static int classify(Sched *s, SchedJob **running, size_t n)
         if (!j->borrowed)
             ts->guaranteed_held += j->units;
     }
-    free(sorted);
     return 0;
 }
 
@@ -450,6 +499,15 @@ static int grow_ids(Sched *s, size_t n)
         return -ENOMEM;
     memset(ic + s->ids_cap, 0, (cap - s->ids_cap) * sizeof(*ic));
     s->id_cycle = ic;
+    uint64_t *rm = realloc(s->run_mark, cap * sizeof(*rm));
+    if (!rm)
+        return -ENOMEM;
+    memset(rm + s->ids_cap, 0, (cap - s->ids_cap) * sizeof(*rm));
+    s->run_mark = rm;
+    SchedJob **rp = realloc(s->run_ptr, cap * sizeof(*rp));
+    if (!rp)
+        return -ENOMEM;
+    s->run_ptr = rp;
     s->ids_cap = cap;
     return 0;
 }
@@ -462,6 +520,7 @@ static int reserve_nodes(Sched *s, uint32_t job, int64_t start_ms, bool claim, c
 {
     size_t count = pl ? pl->n_workers : n;
     if (GROW(s->res, s->res_cap, s->n_res + 1) < 0 ||
+        GROW(s->res_binds, s->res_binds_cap, s->n_res + 1) < 0 ||
         GROW(s->res_nodes, s->res_nodes_cap, s->n_res_nodes + count) < 0)
         return -ENOMEM;
     uint32_t ri = (uint32_t)s->n_res++;
@@ -533,13 +592,15 @@ static void clear_reservations(Sched *s)
 }
 
 /* Nodes j must keep out of: reserved for a job ahead of it, unless j is gone by the
- * reservation's start or (gang reservations) can be moved. Returns whether any. */
+ * reservation's start or (gang reservations) can be moved. Whether a node binds j
+ * depends only on its reservation, so the mask is set from which reservations bind
+ * (rewritten only when that pattern changes) and the pattern names the memo stamp.
+ * Returns whether any node is kept out. */
 static bool fill_blocked(Sched *s, const SchedJob *j, const uint32_t *rank, int64_t now)
 {
-    bool any = false, changed = false;
-    for (size_t i = 0; i < s->n_res_nodes; i++) {
-        uint32_t n = s->res_nodes[i];
-        const Reservation *r = &s->res[s->node_res[n]];
+    bool any = false;
+    for (size_t ri = 0; ri < s->n_res; ri++) {
+        const Reservation *r = &s->res[ri];
         bool block;
         if (r->claim) {
             /* kube-scheduler holds a nominated node only against pods of lower or equal
@@ -557,14 +618,17 @@ static bool fill_blocked(Sched *s, const SchedJob *j, const uint32_t *rank, int6
              * backfill stands in the way, nothing new starts there */
             block = ahead && !gone && !(j->preemptible && (r->start_ms > now || r->stuck));
         }
-        if (s->blocked[n] != block) {
-            s->blocked[n] = block;
-            changed = true;
-        }
+        s->res_binds[ri] = block;
         any |= block;
     }
-    if (changed)
-        s->mask_stamp = ++s->stamp;
+    uint64_t stamp = failmemo_pattern(&s->memo, s->res_binds, s->n_res);
+    if (stamp != s->mask_stamp) {
+        for (size_t i = 0; i < s->n_res_nodes; i++) {
+            uint32_t n = s->res_nodes[i];
+            s->blocked[n] = s->res_binds[s->node_res[n]];
+        }
+        s->mask_stamp = stamp;
+    }
     return any;
 }
 
@@ -578,10 +642,11 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
     bool memo = shape >= 0 && (size_t)shape < s->n_shapes;
     uint64_t stamp = use_blocked ? s->mask_stamp : s->free_stamp;
     buf_reset(&s->why);
-    if (memo && s->failed_stamp[shape] == stamp && workers >= s->failed_workers[shape]) {
+    const char *known = memo ? failmemo_find(&s->memo, shape, stamp, workers) : NULL;
+    if (known) {
         /* the placer's words for the shape, not what the cycle then told the job that
          * first failed (that it holds a reservation, say: this one does not) */
-        memcpy(j->reason, s->failed_why[shape], sizeof(j->reason));
+        reason_set(j, known);
         return 0;
     }
     Request req = j->req;
@@ -612,13 +677,8 @@ static int try_place(Sched *s, SchedJob *j, bool use_blocked)
     }
     if (placed == 0)
         reason_set(j, buf_str(&s->why));
-    if (placed == 0 && memo) {
-        if (s->failed_stamp[r->shape] != stamp || r->workers < s->failed_workers[r->shape]) {
-            s->failed_workers[r->shape] = r->workers;
-            memcpy(s->failed_why[r->shape], j->reason, sizeof(j->reason));
-        }
-        s->failed_stamp[r->shape] = stamp;
-    }
+    if (placed == 0 && memo)
+        failmemo_note(&s->memo, r->shape, stamp, r->workers, j->reason);
     return placed;
 }
 
@@ -1025,11 +1085,18 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
 {
     Cluster *c = s->c;
     s->cycle++;
-    s->free_stamp = ++s->stamp;
-    s->mask_stamp = ++s->stamp;
+    failmemo_cycle(&s->memo);
+    s->free_stamp = failmemo_fresh(&s->memo);
+    s->mask_stamp = failmemo_fresh(&s->memo); /* the mask holds no pattern yet */
     s->n_started = 0;
     tenancy_advance(&s->ten, now);
-    int err = classify(s, running, n_running);
+    /* by-id arrays are valid where their stamp is this cycle: no O(all jobs) reset */
+    uint32_t max_id = 0;
+    for (size_t i = 0; i < n_running; i++)
+        max_id = MAX(max_id, running[i]->id);
+    int err = grow_ids(s, (size_t)max_id + 1);
+    if (!err)
+        err = classify(s, running, n_running);
     if (!err)
         err = build_order(s);
     if (err)
@@ -1037,12 +1104,8 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
     size_t n_waiting = s->n_order;
     SchedJob **waiting = s->order;
     /* queue ranks, by job id, so reservations bind only the jobs behind their holder */
-    uint32_t max_id = 0;
     for (size_t i = 0; i < n_waiting; i++)
         max_id = MAX(max_id, waiting[i]->id);
-    for (size_t i = 0; i < n_running; i++)
-        max_id = MAX(max_id, running[i]->id);
-    /* by-id arrays are valid where their stamp is this cycle: no O(all jobs) reset */
     if (grow_ids(s, (size_t)max_id + 1) < 0)
         return -ENOMEM;
     uint32_t *rank = s->rank;

@@ -27,6 +27,7 @@
 #pragma once
 
 #include "core/cluster.h"
+#include "core/failmemo.h"
 #include "core/place.h"
 #include "core/tenancy.h"
 
@@ -172,6 +173,13 @@ typedef struct SchedBurstWhy {
     char text[SCHED_REASON_LEN];
 } SchedBurstWhy;
 
+/* A running job as the last cycle ordered it by start. */
+typedef struct SchedStart {
+    SchedJob *j;
+    int64_t start_ms;
+    uint32_t id;
+} SchedStart;
+
 typedef struct Sched {
     Cluster *c;
     PlaceCtx *ctx;
@@ -192,21 +200,25 @@ typedef struct Sched {
     uint32_t *victims_for; /* by job id: victims stopping to make room for it */
     uint64_t *id_cycle;    /* by job id: the cycle rank and victims_for were set */
     uint8_t *prio_of;      /* by job id: a waiting job's class, set with rank */
+    uint64_t *run_mark;    /* by job id: seen in this cycle's running jobs (2 x cycle), placed
+                            * in by_start (2 x cycle + 1) */
+    SchedJob **run_ptr;    /* by job id: its entry in this cycle's running jobs */
     size_t ids_cap;
+    SchedStart *by_start; /* the running jobs by start, then id (classify) */
+    size_t n_by_start, by_start_cap;
     uint64_t *team_yield_cycle; /* by team slot: the cycle it last asked its lower classes */
     SchedBurstWhy *burst_why;   /* by team slot */
     uint8_t *blocked;           /* scratch node mask for one placement */
     uint8_t *taken;             /* scratch: nodes reserved, while planning another reservation */
-    /* per cycle: fewest workers of a shape that failed to place, per blocking mask */
-    uint32_t *failed_workers;
-    uint64_t *failed_stamp;               /* the memo stamp the failure was seen under */
-    char (*failed_why)[SCHED_REASON_LEN]; /* the placer's words for the shape's failure */
+    /* per cycle: the placements that failed, by shape and blocking pattern */
+    FailMemo memo;
     size_t n_shapes;
     uint64_t cycle;
-    /* memo stamps: a failure holds while the stamp it was seen under is current. One for
-     * placements with no node kept out, one for the blocking mask last computed (a new
-     * one whenever that mask changes); both new each cycle */
-    uint64_t stamp, free_stamp, mask_stamp;
+    /* memo stamps: one for placements with no node kept out, one for the blocking
+     * pattern the node mask (blocked) now holds */
+    uint64_t free_stamp, mask_stamp;
+    uint8_t *res_binds; /* by reservation: whether it binds the job being placed */
+    size_t res_binds_cap;
     Placement scratch;
     Buf why;
     SchedBucket *buckets;
