@@ -435,6 +435,13 @@ uint32_t worker_units(const Cluster *c, const WorkerAlloc *w)
 }
 
 /* 0 for a slice or share, else the number of whole GPUs. */
+/* Every change to a node: its version for score caches, the change log for indexes. */
+static void node_touch(Cluster *c, Node *n)
+{
+    n->version++;
+    c->change_ring[c->change_seq++ % CLUSTER_CHANGE_RING] = (uint32_t)(n - c->nodes);
+}
+
 static unsigned worker_shape_tag(const WorkerAlloc *w)
 {
     return w->grants[0].kind == GRANT_WHOLE ? w->n_grants : 0;
@@ -472,7 +479,7 @@ void cluster_apply_worker(Cluster *c, const WorkerAlloc *w)
         n->used_units += u;
         c->used_units += u;
     }
-    n->version++;
+    node_touch(c, n);
 }
 
 void cluster_release_worker(Cluster *c, const WorkerAlloc *w)
@@ -509,7 +516,7 @@ void cluster_release_worker(Cluster *c, const WorkerAlloc *w)
             break;
         }
     }
-    n->version++;
+    node_touch(c, n);
 }
 
 void cluster_set_draining(Cluster *c, uint32_t node, unsigned index, bool on)
@@ -518,7 +525,7 @@ void cluster_set_draining(Cluster *c, uint32_t node, unsigned index, bool on)
     Gpu *g = node_gpu(c, n, index);
     if (g->draining != on) {
         g->draining = on;
-        n->version++;
+        node_touch(c, n);
     }
 }
 
@@ -529,7 +536,7 @@ void cluster_set_schedulable(Cluster *c, uint32_t node, bool on)
         n->away = AWAY_NONE;
     if (n->schedulable != on) {
         n->schedulable = on;
-        n->version++;
+        node_touch(c, n);
     }
 }
 
@@ -542,7 +549,7 @@ void cluster_set_nvlink(Cluster *c, uint32_t node, unsigned gpu, uint16_t peers)
     peers &= (uint16_t)(((1u << n->n_gpus) - 1) & ~(1u << gpu));
     if (g->nvlink != peers) {
         g->nvlink = peers;
-        n->version++;
+        node_touch(c, n);
     }
 }
 
@@ -552,7 +559,7 @@ void cluster_set_away(Cluster *c, uint32_t node, NodeAway why)
     n->away = (uint8_t)why;
     if (why != AWAY_NONE && n->schedulable) {
         n->schedulable = false;
-        n->version++;
+        node_touch(c, n);
     }
 }
 
@@ -581,7 +588,7 @@ void cluster_set_node_state(Cluster *c, uint32_t node, NodePresence st)
     n->schedulable = st == NODE_UP;
     if (n->schedulable)
         n->away = AWAY_NONE;
-    n->version++;
+    node_touch(c, n);
 }
 
 int cluster_set_mig(Cluster *c, uint32_t node, unsigned index, const MigLayout *after)
@@ -610,7 +617,7 @@ int cluster_set_mig(Cluster *c, uint32_t node, unsigned index, const MigLayout *
         n->free_whole++;
     }
     g->mig = *after;
-    n->version++;
+    node_touch(c, n);
     return 0;
 }
 

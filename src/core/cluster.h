@@ -163,6 +163,9 @@ typedef struct Node {
     uint16_t workers_by_gpus[NODE_MAX_GPUS + 1];
 } Node;
 
+/* Node changes remembered, for indexes that catch up on what changed (place.c). */
+#define CLUSTER_CHANGE_RING 4096
+
 typedef struct Cluster {
     char *name;
     ClusterModel models[CLUSTER_MAX_MODELS];
@@ -175,6 +178,9 @@ typedef struct Cluster {
     size_t n_teams, teams_cap;
     Node *nodes;
     size_t n_nodes, nodes_cap;
+    /* change k (counted in change_seq) was to node change_ring[k % CLUSTER_CHANGE_RING] */
+    uint64_t change_seq;
+    uint32_t change_ring[CLUSTER_CHANGE_RING];
     Gpu *gpus;
     size_t n_gpus, gpus_cap;
     char **fabrics; /* interned labels; [0] is "" */

@@ -493,6 +493,11 @@ void place_release(Cluster *c, const Placement *p)
 
 /* ---- node choice ---- */
 
+typedef struct PlaceFit {
+    const PlaceCtx *ctx;
+    const Request *r;
+} PlaceFit;
+
 static inline uint32_t order_at(const PlaceCtx *ctx, size_t i)
 {
     return ctx->order ? ctx->order[i] : (uint32_t)i;
@@ -541,6 +546,13 @@ static bool pass_allows(const PlaceCtx *ctx, const Cluster *c, uint32_t node)
     return !ctx->pass_tiers || ((ctx->pass_tiers >> c->pools[c->nodes[node].pool].tier) & 1);
 }
 
+/* The fit set's test: what node_score tells apart from -INFINITY. */
+static bool takes_one(const void *arg, const Cluster *c, uint32_t node)
+{
+    const PlaceFit *pf = arg;
+    return place_node_capacity(pf->ctx, c, node, pf->r, 1) > 0;
+}
+
 /* The best node for one worker among those `allowed` admits (NULL: all). */
 static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, const uint8_t *allowed,
                          const uint32_t *cap)
@@ -548,6 +560,21 @@ static int64_t best_node(PlaceCtx *ctx, const Cluster *c, const Request *r, cons
     int64_t best = -1;
     double best_score = -INFINITY;
     uint64_t ties = 0;
+    ScoreCache *sc = ctx->cache;
+    PlaceFit pf = {.ctx = ctx, .r = r};
+    if (!allowed && sc && fitset_sync(&sc->fit, c, ctx->order, r->shape, takes_one, &pf)) {
+        /* only the nodes that can take it, in the order of a full scan */
+        for (size_t i = fitset_next(&sc->fit, r->shape, 0); i != SIZE_MAX;
+             i = fitset_next(&sc->fit, r->shape, i + 1)) {
+            uint32_t node = order_at(ctx, i);
+            if (!pass_allows(ctx, c, node))
+                continue;
+            double s = node_score(ctx, c, node, r);
+            if (s != -INFINITY && takes_over(ctx, s, &best_score, best < 0, &ties))
+                best = node;
+        }
+        return best;
+    }
     for (size_t i = 0; i < c->n_nodes; i++) {
         uint32_t node = order_at(ctx, i);
         double s;
@@ -1118,7 +1145,7 @@ int score_cache_init(ScoreCache *sc, size_t n_nodes, size_t n_shapes)
         return -ENOMEM;
     sc->stamp = calloc(n ? n : 1, sizeof(*sc->stamp));
     sc->score = malloc((n ? n : 1) * sizeof(*sc->score));
-    if (!sc->stamp || !sc->score) {
+    if (!sc->stamp || !sc->score || fitset_init(&sc->fit, n_nodes, n_shapes) < 0) {
         score_cache_free(sc);
         return -ENOMEM;
     }
@@ -1129,5 +1156,6 @@ void score_cache_free(ScoreCache *sc)
 {
     free(sc->stamp);
     free(sc->score);
+    fitset_free(&sc->fit);
     *sc = (ScoreCache){0};
 }

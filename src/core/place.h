@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/cluster.h"
+#include "core/fitset.h"
 #include "core/job.h"
 #include "util/buf.h"
 #include "util/rng.h"
@@ -64,11 +65,13 @@ typedef struct Policy {
                        SlicePick *ret);
 } Policy;
 
-/* Cached scores of (request shape, node), valid while the node's version holds. */
+/* Cached scores of (request shape, node), valid while the node's version holds; and for
+ * each shape the nodes that can take it (fitset.h), so a decision visits only those. */
 typedef struct ScoreCache {
     size_t n_nodes, n_shapes;
     uint32_t *stamp; /* node version + 1 when valid; 0 = empty */
     float *score;    /* -INFINITY: the node cannot take the shape */
+    FitSet fit;
 } ScoreCache;
 
 struct PlaceCtx {

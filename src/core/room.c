@@ -6,11 +6,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
-/* The widest domain place_job may fill r in: a required scope bounds it; otherwise the
- * gang may spread over the cluster, one domain. */
-static uint32_t domain_of(const Cluster *c, const Request *r, const Node *n)
+/* The widest domain place_job may fill r in: a required scope bounds a gang; otherwise
+ * (and under a policy that places workers one by one) the cluster is one domain. */
+static uint32_t domain_of(const PlaceCtx *ctx, const Cluster *c, const Request *r, const Node *n)
 {
-    if (!r->scope_required || r->scope == SCOPE_ANY)
+    if (!r->scope_required || r->scope == SCOPE_ANY || (ctx->policy->flags & POLICY_NO_GANG))
         return 0;
     uint32_t none = (uint32_t)c->n_switches;
     switch (r->scope) {
@@ -21,6 +21,15 @@ static uint32_t domain_of(const Cluster *c, const Request *r, const Node *n)
     default:
         return (uint32_t)(n - c->nodes); /* SCOPE_NODE */
     }
+}
+
+/* What node can take of r now; none where the placer is kept out (ctx->blocked). */
+static unsigned node_room(const PlaceCtx *ctx, const Cluster *c, uint32_t node, const Request *r,
+                          unsigned want)
+{
+    if (ctx->blocked && ctx->blocked[node])
+        return 0;
+    return place_node_capacity(ctx, c, node, r, want);
 }
 
 int room_init(Room *rm, const PlaceCtx *ctx, const Cluster *c, const Request *r)
@@ -37,8 +46,8 @@ int room_init(Room *rm, const PlaceCtx *ctx, const Cluster *c, const Request *r)
     }
     uint32_t want = r->workers ? r->workers : 1;
     for (size_t i = 0; i < c->n_nodes; i++) {
-        rm->dom[i] = domain_of(c, r, &c->nodes[i]);
-        rm->cap[i] = place_node_capacity(ctx, c, (uint32_t)i, r, want);
+        rm->dom[i] = domain_of(ctx, c, r, &c->nodes[i]);
+        rm->cap[i] = node_room(ctx, c, (uint32_t)i, r, want);
         rm->sum[rm->dom[i]] += rm->cap[i];
     }
     for (size_t d = 0; d < nd; d++)
@@ -57,7 +66,7 @@ void room_free(Room *rm)
 void room_update(Room *rm, const Cluster *c, uint32_t node)
 {
     uint32_t want = rm->r->workers ? rm->r->workers : 1;
-    uint32_t now = place_node_capacity(rm->ctx, c, node, rm->r, want);
+    uint32_t now = node_room(rm->ctx, c, node, rm->r, want);
     uint64_t *sum = &rm->sum[rm->dom[node]];
     bool was = *sum >= want;
     *sum = *sum - rm->cap[node] + now;

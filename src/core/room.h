@@ -22,7 +22,9 @@ typedef struct Room {
     size_t n_enough; /* domains whose sum covers r */
 } Room;
 
-/* Count r's room on every node of c (r is kept by pointer). 0 or -ENOMEM. */
+/* Count r's room (r as the policy sees it: place_effective_request) on every node of c
+ * the placer may use (ctx->blocked, read now and on each update, keeps nodes out); r is
+ * kept by pointer. 0 or -ENOMEM. */
 int room_init(Room *rm, const PlaceCtx *ctx, const Cluster *c, const Request *r);
 void room_free(Room *rm);
 

@@ -8,6 +8,8 @@
 #include "core/consolidate.h"
 #include "core/preempt.h"
 #include "core/reason.h"
+#include "core/room.h"
+#include "core/runorder.h"
 
 #include "util/macro.h"
 
@@ -82,7 +84,8 @@ void sched_free(Sched *s)
     free(s->prio_of);
     free(s->run_mark);
     free(s->run_ptr);
-    free(s->by_start);
+    runorder_free(&s->by_start);
+    runorder_free(&s->by_end);
     free(s->res_nodes);
     for (size_t b = 0; b < s->n_buckets; b++)
         free(s->buckets[b].j);
@@ -134,65 +137,18 @@ static double request_units(const Sched *s, const Request *r)
 
 /* ---- tenancy ---- */
 
-static bool starts_before(const SchedStart *a, const SchedStart *b)
+static int64_t start_key(const SchedJob *j)
 {
-    return a->start_ms != b->start_ms ? a->start_ms < b->start_ms : a->id < b->id;
+    return j->run_start_ms;
 }
 
-static int start_cmp(const void *a, const void *b)
+/* Mark the running jobs of this cycle by id (the orders of runorder.h read the marks). */
+static void mark_running(Sched *s, SchedJob **running, size_t n)
 {
-    const SchedStart *x = a, *y = b;
-    return starts_before(x, y) ? -1 : starts_before(y, x) ? 1 : 0;
-}
-
-/* The running jobs by start (then id) into s->by_start. Last cycle's order is kept for
- * the jobs still running the same run (a job is known by id and pointer, and only
- * dereferenced once found in running[]), and the jobs new to it are sorted and merged
- * in: a cycle costs the starts since the last one, not a sort of every running job. */
-static int order_by_start(Sched *s, SchedJob **running, size_t n)
-{
-    uint64_t seen = 2 * s->cycle, used = seen + 1;
     for (size_t i = 0; i < n; i++) {
-        s->run_mark[running[i]->id] = seen;
+        s->run_mark[running[i]->id] = s->cycle;
         s->run_ptr[running[i]->id] = running[i];
     }
-    size_t kept = 0;
-    for (size_t i = 0; i < s->n_by_start; i++) {
-        SchedStart e = s->by_start[i];
-        if (e.id >= s->ids_cap || s->run_mark[e.id] != seen || s->run_ptr[e.id] != e.j ||
-            e.j->run_start_ms != e.start_ms)
-            continue;
-        s->run_mark[e.id] = used;
-        s->by_start[kept++] = e;
-    }
-    size_t n_new = 0;
-    for (size_t i = 0; i < n; i++)
-        n_new += s->run_mark[running[i]->id] == seen;
-    SchedStart *fresh = malloc((n_new ? n_new : 1) * sizeof(*fresh));
-    if (!fresh || GROW(s->by_start, s->by_start_cap, kept + n_new + 1) < 0) {
-        free(fresh);
-        s->n_by_start = 0;
-        return -ENOMEM;
-    }
-    n_new = 0;
-    for (size_t i = 0; i < n; i++)
-        if (s->run_mark[running[i]->id] == seen) {
-            s->run_mark[running[i]->id] = used;
-            fresh[n_new++] = (SchedStart){
-                .j = running[i], .start_ms = running[i]->run_start_ms, .id = running[i]->id};
-        }
-    qsort(fresh, n_new, sizeof(*fresh), start_cmp);
-    /* merge from the back, in place */
-    size_t a = kept, b = n_new, out = kept + n_new;
-    while (b > 0) {
-        if (a > 0 && starts_before(&fresh[b - 1], &s->by_start[a - 1]))
-            s->by_start[--out] = s->by_start[--a];
-        else
-            s->by_start[--out] = fresh[--b];
-    }
-    s->n_by_start = kept + n_new;
-    free(fresh);
-    return 0;
 }
 
 /* Which running work is inside its team's guarantee: the oldest first. */
@@ -211,11 +167,12 @@ static int classify(Sched *s, SchedJob **running, size_t n)
         }
         return 0;
     }
-    int err = order_by_start(s, running, n);
+    int err = runorder_update(&s->by_start, running, n, s->run_mark, s->cycle, s->run_ptr,
+                              s->ids_cap, start_key, NULL);
     if (err < 0)
         return err;
-    for (size_t i = 0; i < s->n_by_start; i++) {
-        SchedJob *j = s->by_start[i].j;
+    for (size_t i = 0; i < s->by_start.n; i++) {
+        SchedJob *j = s->by_start.e[i].j;
         TeamState *ts = &s->ten.teams[tenancy_slot(&s->ten, j->team)];
         j->borrowed = s->ten.quotas &&
                       !tenancy_within_guarantee(&s->ten, tenancy_slot(&s->ten, j->team), j->units);
@@ -690,10 +647,19 @@ static bool movable_for(const SchedJob *r, const SchedJob *g)
            (r->borrowed || r->team == g->team || g->priority == PRIO_PRODUCTION);
 }
 
+static int64_t end_key(const SchedJob *j)
+{
+    return j->estimate_ms; /* what is left from now: the order of the expected ends */
+}
+
+static bool has_estimate(const SchedJob *j)
+{
+    return j->estimate_ms != NO_DURATION;
+}
+
 static int by_end(const void *a, const void *b)
 {
     const SchedJob *x = *(SchedJob *const *)a, *y = *(SchedJob *const *)b;
-    /* estimates are what is left from now */
     if (x->estimate_ms != y->estimate_ms)
         return x->estimate_ms < y->estimate_ms ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
@@ -701,29 +667,55 @@ static int by_end(const void *a, const void *b)
 
 /* Backfill reservations (as Slurm's backfill plans them): when can job g, blocked and
  * needing whole GPUs, start, and where? Running jobs (those started this cycle too)
- * leave at their estimated end (never, without an estimate); stopping ones are gone. Nodes already
- * reserved for a job ahead stay out of the plan. Reserves the nodes it would get. */
+ * leave at their estimated end (never, without an estimate); stopping ones are gone.
+ * Nodes already reserved for a job ahead stay out of the plan. Reserves the nodes it
+ * would get. The running jobs come in their order by end (kept across cycles,
+ * runorder.h), this cycle's starts merged in; the placer is asked only once g's room
+ * could hold it (room.h). */
 static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_running, int64_t now)
 {
+    if (s->by_end_cycle != s->cycle) {
+        int err = runorder_update(&s->by_end, running, n_running, s->run_mark, s->cycle, s->run_ptr,
+                                  s->ids_cap, end_key, has_estimate);
+        if (err < 0)
+            return err;
+        s->by_end_cycle = s->cycle;
+    }
     size_t n_all = n_running + s->n_started;
     SchedJob **order = malloc((n_all ? n_all : 1) * sizeof(*order));
     SchedJob **gone = malloc((n_all ? n_all : 1) * sizeof(*gone));
-    if (!order || !gone) {
+    SchedJob **fresh = malloc((s->n_started ? s->n_started : 1) * sizeof(*fresh));
+    if (!order || !gone || !fresh) {
         free(order);
         free(gone);
+        free(fresh);
         return -ENOMEM;
     }
-    size_t n_order = 0, n_gone = 0;
-    for (size_t i = 0; i < n_all; i++) {
-        /* the caller's running jobs, and those this cycle started; what stops, and what
-         * backfilled g's nodes to be moved for it, is gone */
-        SchedJob *r = i < n_running ? running[i] : s->started[i - n_running];
+    /* what stops, and what backfilled g's nodes to be moved for it, is gone */
+    size_t n_order = 0, n_gone = 0, n_fresh = 0;
+    for (size_t i = 0; i < n_running; i++)
+        if (running[i]->stopping || movable_for(running[i], g))
+            gone[n_gone++] = running[i];
+    for (size_t i = 0; i < s->n_started; i++) {
+        SchedJob *r = s->started[i];
         if (r->stopping || movable_for(r, g))
             gone[n_gone++] = r;
         else if (r->estimate_ms != NO_DURATION)
-            order[n_order++] = r;
+            fresh[n_fresh++] = r;
     }
-    qsort(order, n_order, sizeof(*order), by_end);
+    qsort(fresh, n_fresh, sizeof(*fresh), by_end);
+    for (size_t i = 0, f = 0; i < s->by_end.n || f < n_fresh;) {
+        SchedJob *r = i < s->by_end.n ? s->by_end.e[i].j : NULL;
+        if (r && (r->stopping || movable_for(r, g))) {
+            i++;
+            continue;
+        }
+        if (f < n_fresh && (!r || by_end(&fresh[f], &r) < 0))
+            order[n_order++] = fresh[f++];
+        else
+            order[n_order++] = s->by_end.e[i++].j;
+    }
+    free(fresh);
     for (size_t i = 0; i < n_gone; i++)
         place_release(s->c, &gone[i]->pl);
     int64_t start = now;
@@ -733,22 +725,35 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
     for (size_t i = 0; i < s->n_res_nodes; i++)
         s->taken[s->res_nodes[i]] = 1;
     s->ctx->blocked = s->taken;
-    for (;;) {
-        placed = place_job(s->ctx, s->c, &g->req, &look, NULL);
-        if (placed != 0 || released == n_order)
+    Request eff;
+    place_effective_request(s->ctx->policy, &g->req, &eff);
+    Room room;
+    int err = room_init(&room, s->ctx, s->c, &eff);
+    for (; !err;) {
+        if (room_enough(&room)) {
+            placed = place_job(s->ctx, s->c, &g->req, &look, NULL);
+            if (placed != 0)
+                break;
+            if (look.n_workers)
+                place_undo(s->c, &look); /* part of it, under a no-gang policy */
+        }
+        if (released == n_order)
             break;
         SchedJob *r = order[released++];
         place_release(s->c, &r->pl);
+        for (size_t w = 0; w < r->pl.n_workers; w++)
+            room_update(&room, s->c, r->pl.workers[w].node);
         start = now + r->estimate_ms;
     }
+    if (!err)
+        room_free(&room);
     s->ctx->blocked = NULL;
     for (size_t i = 0; i < s->n_res_nodes; i++)
         s->taken[s->res_nodes[i]] = 0;
-    int err = placed < 0 ? placed : 0;
+    if (!err)
+        err = placed < 0 ? placed : 0;
     if (placed == 1) {
         err = reserve(s, g->id, start, &look);
-        place_undo(s->c, &look);
-    } else if (placed == 0 && look.n_workers) {
         place_undo(s->c, &look);
     }
     for (size_t i = released; i-- > 0;)
@@ -1095,8 +1100,10 @@ int sched_cycle(Sched *s, int64_t now, SchedJob **running, size_t n_running, Sch
     for (size_t i = 0; i < n_running; i++)
         max_id = MAX(max_id, running[i]->id);
     int err = grow_ids(s, (size_t)max_id + 1);
-    if (!err)
+    if (!err) {
+        mark_running(s, running, n_running);
         err = classify(s, running, n_running);
+    }
     if (!err)
         err = build_order(s);
     if (err)

@@ -29,6 +29,7 @@
 #include "core/cluster.h"
 #include "core/failmemo.h"
 #include "core/place.h"
+#include "core/runorder.h"
 #include "core/tenancy.h"
 
 #include <stdbool.h>
@@ -173,13 +174,6 @@ typedef struct SchedBurstWhy {
     char text[SCHED_REASON_LEN];
 } SchedBurstWhy;
 
-/* A running job as the last cycle ordered it by start. */
-typedef struct SchedStart {
-    SchedJob *j;
-    int64_t start_ms;
-    uint32_t id;
-} SchedStart;
-
 typedef struct Sched {
     Cluster *c;
     PlaceCtx *ctx;
@@ -200,12 +194,13 @@ typedef struct Sched {
     uint32_t *victims_for; /* by job id: victims stopping to make room for it */
     uint64_t *id_cycle;    /* by job id: the cycle rank and victims_for were set */
     uint8_t *prio_of;      /* by job id: a waiting job's class, set with rank */
-    uint64_t *run_mark;    /* by job id: seen in this cycle's running jobs (2 x cycle), placed
-                            * in by_start (2 x cycle + 1) */
-    SchedJob **run_ptr;    /* by job id: its entry in this cycle's running jobs */
+    uint64_t *run_mark;    /* by job id: the cycle it was last among the running jobs */
+    SchedJob **run_ptr;    /* by job id: its entry in the running jobs then */
     size_t ids_cap;
-    SchedStart *by_start; /* the running jobs by start, then id (classify) */
-    size_t n_by_start, by_start_cap;
+    /* the running jobs by start (classify) and, those with an estimate, by expected end
+     * (reserve_gang; by_end_cycle: the cycle it was brought up to date in) */
+    RunOrder by_start, by_end;
+    uint64_t by_end_cycle;
     uint64_t *team_yield_cycle; /* by team slot: the cycle it last asked its lower classes */
     SchedBurstWhy *burst_why;   /* by team slot */
     uint8_t *blocked;           /* scratch node mask for one placement */

@@ -1182,6 +1182,126 @@ static void test_score_cache_same_result(void **state)
     }
 }
 
+/* The same placement as a full scan, from the fit sets (fitset.h) a score cache keeps:
+ * two clusters of 150 nodes (more than two bitmap words of summary, several of nodes)
+ * take the same stream of placements, releases and node closings, one with a cache and
+ * one without, in index order and in a shuffled order; enough changes pass that the
+ * change log wraps and sets are rebuilt. */
+static void test_fit_sets_same_result(void **state)
+{
+    (void)state;
+    for (size_t pi = 0; pi < policy_count(); pi++)
+        for (int shuffled = 0; shuffled < 2; shuffled++) {
+            Cluster *cl[2];
+            for (int k = 0; k < 2; k++) {
+                cl[k] = cluster_new("fit");
+                assert_non_null(cl[k]);
+                add(cl[k], (PoolArgs){.name = "h",
+                                      .model = "H100",
+                                      .gpus = 8,
+                                      .nodes = 70,
+                                      .mig = true,
+                                      .ic = IC_NVSWITCH});
+                add(cl[k], (PoolArgs){.name = "l",
+                                      .model = "L4",
+                                      .gpus = 4,
+                                      .nodes = 80,
+                                      .tier = TIER_ON_DEMAND});
+            }
+            size_t nn = cl[0]->n_nodes;
+            uint32_t *order = malloc(nn * sizeof(*order));
+            assert_non_null(order);
+            for (size_t i = 0; i < nn; i++)
+                order[i] = (uint32_t)i;
+            Rng drive;
+            rng_seed(&drive, 7 + pi);
+            if (shuffled)
+                rng_shuffle(&drive, order, nn, sizeof(*order));
+            Rng rng[2];
+            PlaceCtx ctx[2];
+            for (int k = 0; k < 2; k++) {
+                rng_seed(&rng[k], 11);
+                assert_int_equal(place_ctx_init(&ctx[k], cl[k], policy_at(pi), &rng[k],
+                                                shuffled ? order : NULL, NULL),
+                                 0);
+            }
+            ScoreCache sc;
+            assert_int_equal(score_cache_init(&sc, nn, 5), 0);
+            ctx[1].cache = &sc;
+            JobSpec specs[5] = {job_gpus(1, 1), job_gpus(2, 1), job_mig("1g.10gb", 1),
+                                job_fraction(250), job_memory(18432)};
+            Request req[5];
+            Buf why = {0};
+            for (int k = 0; k < 5; k++) {
+                assert_int_equal(request_from_job(cl[0], &specs[k], &req[k], &why), 0);
+                req[k].shape = k;
+            }
+            enum { LIVE = 512 };
+            Placement live[2][LIVE];
+            memset(live, 0, sizeof(live));
+            size_t n_live = 0;
+            for (int step = 0; step < 6000; step++) {
+                uint64_t u = rng_below(&drive, 100);
+                if (u < 8 && n_live) {
+                    /* a release */
+                    size_t i = (size_t)rng_below(&drive, n_live);
+                    for (int k = 0; k < 2; k++) {
+                        place_release(cl[k], &live[k][i]);
+                        Placement t = live[k][i];
+                        live[k][i] = live[k][n_live - 1];
+                        live[k][n_live - 1] = t;
+                        placement_reset(&live[k][n_live - 1]);
+                    }
+                    n_live--;
+                    continue;
+                }
+                if (u < 10) {
+                    /* a node closes or opens */
+                    uint32_t node = (uint32_t)rng_below(&drive, nn);
+                    bool on = !cl[0]->nodes[node].schedulable;
+                    for (int k = 0; k < 2; k++)
+                        cluster_set_schedulable(cl[k], node, on);
+                    continue;
+                }
+                if (n_live == LIVE) {
+                    for (int k = 0; k < 2; k++)
+                        place_release(cl[k], &live[k][0]), placement_reset(&live[k][0]);
+                    for (int k = 0; k < 2; k++) {
+                        Placement t = live[k][0];
+                        live[k][0] = live[k][n_live - 1];
+                        live[k][n_live - 1] = t;
+                    }
+                    n_live--;
+                }
+                const Request *r = &req[rng_below(&drive, 5)];
+                int x = place_job(&ctx[0], cl[0], r, &live[0][n_live], NULL);
+                int y = place_job(&ctx[1], cl[1], r, &live[1][n_live], NULL);
+                assert_int_equal(x, y);
+                if (x != 1)
+                    continue;
+                const Placement *a = &live[0][n_live], *b = &live[1][n_live];
+                assert_int_equal(a->n_workers, b->n_workers);
+                for (size_t w = 0; w < a->n_workers; w++) {
+                    assert_int_equal(a->workers[w].node, b->workers[w].node);
+                    assert_int_equal(a->workers[w].grants[0].index, b->workers[w].grants[0].index);
+                }
+                n_live++;
+            }
+            assert_true(cl[1]->change_seq > 2 * CLUSTER_CHANGE_RING);
+            for (int k = 0; k < 2; k++) {
+                for (size_t i = 0; i < LIVE; i++)
+                    placement_free(&live[k][i]);
+                place_ctx_free(&ctx[k]);
+                cluster_free(cl[k]);
+            }
+            for (int k = 0; k < 5; k++)
+                job_spec_free(&specs[k]);
+            score_cache_free(&sc);
+            buf_free(&why);
+            free(order);
+        }
+}
+
 /* A drained node (schedulable = false) gets nothing new, also when the placer keeps
  * a score cache: the cache is keyed on the node's version, which draining does not
  * change, so the cached score must not stand in for the admission check. */
@@ -1301,6 +1421,7 @@ int main(void)
         cmocka_unit_test(test_spot_only_for_saved_work),
         cmocka_unit_test(test_tiers_in_placement),
         cmocka_unit_test(test_score_cache_same_result),
+        cmocka_unit_test(test_fit_sets_same_result),
         cmocka_unit_test(test_drained_node_gets_nothing),
         cmocka_unit_test(test_gpuorch_packs_slices),
     };
