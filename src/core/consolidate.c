@@ -135,6 +135,19 @@ int consolidate(Sched *s, unsigned want, SchedJob **running, size_t n_running, i
     *ret_n = 0;
     if (!want)
         return 0;
+    /* a partitioned GPU light enough to empty, first: without one the holders' GPUs need
+     * not be looked at */
+    bool any = false;
+    for (size_t n = 0; n < c->n_nodes && !any; n++) {
+        const Node *nd = &c->nodes[n];
+        for (unsigned i = 0; nd->schedulable && i < nd->n_gpus && !any; i++) {
+            const Gpu *g = node_gpu_c(c, nd, i);
+            any = ((g->mode == GPU_MIG && g->mig_busy) || g->mode == GPU_SHARED) &&
+                  g->used_units <= CONSOLIDATE_MAX_USED;
+        }
+    }
+    if (!any)
+        return 0;
     size_t n_holders = n_running + s->n_started;
     SchedJob **holders = malloc((n_holders ? n_holders : 1) * sizeof(*holders));
     uint8_t *stuck = calloc(c->n_gpus ? c->n_gpus : 1, 1);

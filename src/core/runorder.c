@@ -41,22 +41,20 @@ int runorder_update(RunOrder *o, SchedJob **running, size_t n, const uint64_t *i
         o->used_cap = ids;
     }
     uint64_t epoch = ++o->epoch;
-    /* last order's jobs still running, keys as they are now */
+    /* last order's jobs still running, keys as they are now; one whose key moved it out
+     * of order joins the new ones */
     size_t kept = 0;
-    bool sorted = true;
     for (size_t i = 0; i < o->n; i++) {
         RunEntry e = o->e[i];
         if (e.id >= ids || in_cycle[e.id] != cycle || ptr_of[e.id] != e.j ||
             o->used[e.id] == epoch || (want && !want(e.j)))
             continue;
-        o->used[e.id] = epoch;
         e.key = key(e.j);
         if (kept && before(&e, &o->e[kept - 1]))
-            sorted = false;
+            continue; /* left unmarked: taken with the new ones below */
+        o->used[e.id] = epoch;
         o->e[kept++] = e;
     }
-    if (!sorted)
-        qsort(o->e, kept, sizeof(*o->e), entry_cmp);
     size_t n_new = 0;
     for (size_t i = 0; i < n; i++)
         n_new +=

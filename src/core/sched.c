@@ -720,7 +720,7 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
         place_release(s->c, &gone[i]->pl);
     int64_t start = now;
     int placed = 0;
-    size_t released = 0;
+    size_t released = 0, n_freed = 0;
     Placement look = {0};
     for (size_t i = 0; i < s->n_res_nodes; i++)
         s->taken[s->res_nodes[i]] = 1;
@@ -737,9 +737,20 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
             if (look.n_workers)
                 place_undo(s->c, &look); /* part of it, under a no-gang policy */
         }
-        if (released == n_order)
+        /* the next to end that holds room g could use: one that holds none would not
+         * change the answer (released stays in order[0..n_freed)) */
+        SchedJob *r = NULL;
+        while (!r && released < n_order) {
+            SchedJob *q = order[released++];
+            for (size_t w = 0; w < q->pl.n_workers && !r; w++) {
+                uint32_t node = q->pl.workers[w].node;
+                if (!s->taken[node] && place_node_admits(s->c, node, &eff))
+                    r = q;
+            }
+        }
+        if (!r)
             break;
-        SchedJob *r = order[released++];
+        order[n_freed++] = r;
         place_release(s->c, &r->pl);
         for (size_t w = 0; w < r->pl.n_workers; w++)
             room_update(&room, s->c, r->pl.workers[w].node);
@@ -756,7 +767,7 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
         err = reserve(s, g->id, start, &look);
         place_undo(s->c, &look);
     }
-    for (size_t i = released; i-- > 0;)
+    for (size_t i = n_freed; i-- > 0;)
         for (size_t w = 0; w < order[i]->pl.n_workers; w++)
             cluster_apply_worker(s->c, &order[i]->pl.workers[w]);
     for (size_t i = n_gone; i-- > 0;)
@@ -913,10 +924,16 @@ static int drain(Sched *s, double whole_wanted, SchedJob **running, size_t n_run
         return err;
     }
     double draining = 0;
+    size_t candidates = 0;
     for (size_t n = 0; n < c->n_nodes; n++)
-        for (unsigned i = 0; i < c->nodes[n].n_gpus; i++)
-            draining += node_gpu_c(c, &c->nodes[n], i)->draining;
-    if (draining >= whole_wanted)
+        for (unsigned i = 0; i < c->nodes[n].n_gpus; i++) {
+            const Gpu *g = node_gpu_c(c, &c->nodes[n], i);
+            draining += g->draining;
+            candidates += g->mode == GPU_MIG && g->mig_busy && !g->draining &&
+                          g->used_units <= DRAIN_MAX_USED;
+        }
+    /* no GPU light enough to drain: the running jobs' slices need not be looked at */
+    if (draining >= whole_wanted || !candidates)
         return 0;
     int64_t *free_at = calloc(c->n_gpus ? c->n_gpus : 1, sizeof(*free_at));
     if (!free_at)
