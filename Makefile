@@ -26,6 +26,8 @@ DEB_PACKAGES = cmake ninja-build gcc pkg-config libjansson-dev libfyaml-dev libc
 # PostgreSQL server the store's tests start a throwaway instance of
 DEB_TEST_PACKAGES = chromium nodejs npm etcd-server openssl clang libclang-rt-dev postgresql-15
 FUZZ_PACKAGES = clang libclang-rt-dev
+# what only the benchmarks need: callgrind counts the scheduling cycle's instructions
+BENCH_PACKAGES = valgrind
 
 .PHONY: all deps test-deps build kube-control-plane fuzz-build fuzz test run bench format \
         format-check clean
@@ -78,6 +80,7 @@ run: deps build
 	./tools/run-local.sh $(BUILD)
 
 bench: deps build kube-control-plane
+	@./tools/install-deps.sh $(BENCH_PACKAGES)
 	./bench/run.sh $(BUILD)
 
 format:

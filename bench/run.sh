@@ -14,6 +14,9 @@
 #      with GPUORCH_BENCH_KUBE=0 or without the control-plane binaries; other sizes with
 #      GPUORCH_BENCH_KUBE_ARGS="--nodes 100 --pods 500");
 #   8. PostgreSQL beside SQLite, and failover between two servers (bench/ha.sh);
+#   9. the scheduling cycle at fleet scale (bench/cycle.sh): cycle times and
+#      instructions at 12,500 and 50,000 GPUs with deep queues, decision cost by
+#      cluster size, the simulator at 12,500 GPUs;
 #   and how long the simulations take.
 # Parts that need ../shared/traces say so in the results and are skipped when absent.
 set -eu
@@ -236,4 +239,6 @@ else
 fi
 echo "bench: PostgreSQL and failover (bench/ha.sh)" >&2
 sh bench/ha.sh "$BUILD" "$OUT"
+echo "bench: the scheduling cycle at fleet scale (bench/cycle.sh)" >&2
+sh bench/cycle.sh "$BUILD" "$OUT"
 echo "bench: wrote $OUT" >&2
