@@ -119,6 +119,11 @@ static bool node_admits(const Cluster *c, const Node *n, const Request *r)
     return (r->tiers >> c->pools[n->pool].tier) & 1;
 }
 
+bool place_draws(const PlaceCtx *ctx)
+{
+    return ctx->policy->flags & (POLICY_RANDOM_TIES | POLICY_UNCACHED);
+}
+
 bool place_node_admits(const Cluster *c, uint32_t node, const Request *r)
 {
     return node_admits(c, &c->nodes[node], r);

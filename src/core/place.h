@@ -126,6 +126,11 @@ void place_release(Cluster *c, const Placement *p);
  * it changed set back, and pl emptied. */
 void place_undo(Cluster *c, Placement *pl);
 
+/* Whether placing draws from ctx->rng (ties drawn, or random scores). Planning that
+ * skips trial placements it knows would fail skips them only for policies that do not:
+ * a skipped trial would shift the seeded stream, and with it every later draw. */
+bool place_draws(const PlaceCtx *ctx);
+
 /* Whether node could ever take a worker of r as it stands: schedulable, of a model, fabric
  * and tier r may use (capacity aside). */
 bool place_node_admits(const Cluster *c, uint32_t node, const Request *r);

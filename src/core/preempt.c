@@ -170,16 +170,16 @@ static bool trial_uses(const Trial *t, const SchedJob *v)
     return false;
 }
 
-/* Does j fit now: on node (one worker) or anywhere (node = UINT32_MAX, the placer; t
- * then remembers where). */
+/* Does j fit now: on node (one worker) or anywhere (node = UINT32_MAX, the placer; t,
+ * unless NULL, skips the hopeless tries and remembers where it fit). */
 static int fits(Sched *s, const Request *r, uint32_t node, Placement *look, Trial *t)
 {
     if (node != UINT32_MAX)
         return place_node_capacity(s->ctx, s->c, node, r, 1) > 0;
-    if (!room_enough(&t->room))
+    if (t && !room_enough(&t->room))
         return 0;
     int placed = place_job(s->ctx, s->c, r, look, NULL);
-    if (placed == 1) {
+    if (placed == 1 && t) {
         for (size_t i = 0; i < t->n_used; i++)
             t->used[t->used_list[i]] = 0;
         t->n_used = 0;
@@ -221,7 +221,7 @@ static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, 
                   double need_units, Placement *look, size_t *ret_n)
 {
     Trial trial, *t = NULL;
-    if (node == UINT32_MAX) {
+    if (node == UINT32_MAX && !place_draws(s->ctx)) {
         if (trial_init(&trial, s, r) < 0)
             return -ENOMEM;
         t = &trial;

@@ -729,8 +729,10 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
     place_effective_request(s->ctx->policy, &g->req, &eff);
     Room room;
     int err = room_init(&room, s->ctx, s->c, &eff);
+    /* a policy that draws while placing sees every try (place_draws) */
+    bool draws = place_draws(s->ctx);
     for (; !err;) {
-        if (room_enough(&room)) {
+        if (draws || room_enough(&room)) {
             placed = place_job(s->ctx, s->c, &g->req, &look, NULL);
             if (placed != 0)
                 break;
@@ -742,6 +744,7 @@ static int reserve_gang(Sched *s, SchedJob *g, SchedJob **running, size_t n_runn
         SchedJob *r = NULL;
         while (!r && released < n_order) {
             SchedJob *q = order[released++];
+            r = draws ? q : NULL;
             for (size_t w = 0; w < q->pl.n_workers && !r; w++) {
                 uint32_t node = q->pl.workers[w].node;
                 if (!s->taken[node] && place_node_admits(s->c, node, &eff))
