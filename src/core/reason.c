@@ -147,6 +147,11 @@ void reason_holds(Sched *s, SchedJob *j, uint32_t ri, int64_t now_ms)
 
 void reason_kept(Sched *s, SchedJob *j, uint32_t ri, int64_t now_ms)
 {
+    /* the words depend on the reservation alone (and the cycle's clock) */
+    if (s->kept_cycle == s->cycle && s->kept_ri == ri) {
+        memcpy(j->reason, s->kept_text, sizeof(j->reason));
+        return;
+    }
     const Reservation *r = &s->res[ri];
     Buf *b = &s->why;
     buf_reset(b);
@@ -163,4 +168,7 @@ void reason_kept(Sched *s, SchedJob *j, uint32_t ri, int64_t now_ms)
                     "ends it by then");
     }
     reason_set(j, buf_str(b));
+    s->kept_cycle = s->cycle;
+    s->kept_ri = ri;
+    memcpy(s->kept_text, j->reason, sizeof(s->kept_text));
 }

@@ -203,8 +203,13 @@ typedef struct Sched {
     uint64_t by_end_cycle;
     uint64_t *team_yield_cycle; /* by team slot: the cycle it last asked its lower classes */
     SchedBurstWhy *burst_why;   /* by team slot */
-    uint8_t *blocked;           /* scratch node mask for one placement */
-    uint8_t *taken;             /* scratch: nodes reserved, while planning another reservation */
+    /* the kept-room sentence last written (reason_kept): for reservation kept_ri in
+     * cycle kept_cycle; jobs kept out of one reservation read the same words */
+    uint64_t kept_cycle;
+    uint32_t kept_ri;
+    char kept_text[SCHED_REASON_LEN];
+    uint8_t *blocked; /* scratch node mask for one placement */
+    uint8_t *taken;   /* scratch: nodes reserved, while planning another reservation */
     /* per cycle: the placements that failed, by shape and blocking pattern */
     FailMemo memo;
     size_t n_shapes;
