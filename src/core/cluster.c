@@ -434,7 +434,6 @@ uint32_t worker_units(const Cluster *c, const WorkerAlloc *w)
     return u;
 }
 
-/* 0 for a slice or share, else the number of whole GPUs. */
 /* Every change to a node: its version for score caches, the change log for indexes. */
 static void node_touch(Cluster *c, Node *n)
 {
@@ -442,6 +441,7 @@ static void node_touch(Cluster *c, Node *n)
     c->change_ring[c->change_seq++ % CLUSTER_CHANGE_RING] = (uint32_t)(n - c->nodes);
 }
 
+/* 0 for a slice or share, else the number of whole GPUs. */
 static unsigned worker_shape_tag(const WorkerAlloc *w)
 {
     return w->grants[0].kind == GRANT_WHOLE ? w->n_grants : 0;
