@@ -298,6 +298,15 @@ static int greedy(Sched *s, const Request *r, uint32_t node, Cand *c, size_t n, 
     return 1;
 }
 
+/* Whether worker w is the placement's first on its node. */
+static bool first_on_node(const Placement *pl, size_t w)
+{
+    for (size_t v = 0; v < w; v++)
+        if (pl->workers[v].node == pl->workers[w].node)
+            return false;
+    return true;
+}
+
 /* The candidates by node: those holding a worker on node k are c[on[at[k]..at[k+1])],
  * in c's order, each listed once per node. *ret_at and *ret_on are malloc'd. */
 static int by_node(const Cluster *c, const Cand *cand, size_t n, size_t **ret_at, size_t **ret_on)
@@ -316,28 +325,18 @@ static int by_node(const Cluster *c, const Cand *cand, size_t n, size_t **ret_at
     /* count each (candidate, node) once: a gang's workers may share a node */
     for (size_t i = 0; i < n; i++) {
         const Placement *pl = &cand[i].j->pl;
-        for (size_t w = 0; w < pl->n_workers; w++) {
-            uint32_t node = pl->workers[w].node;
-            bool seen = false;
-            for (size_t v = 0; v < w && !seen; v++)
-                seen = pl->workers[v].node == node;
-            if (!seen)
-                at[node + 2]++;
-        }
+        for (size_t w = 0; w < pl->n_workers; w++)
+            if (first_on_node(pl, w))
+                at[pl->workers[w].node + 2]++;
     }
     for (size_t k = 2; k < nn + 2; k++)
         at[k] += at[k - 1];
     /* at[k + 1] is where node k's list is filled; it ends at its own start */
     for (size_t i = 0; i < n; i++) {
         const Placement *pl = &cand[i].j->pl;
-        for (size_t w = 0; w < pl->n_workers; w++) {
-            uint32_t node = pl->workers[w].node;
-            bool seen = false;
-            for (size_t v = 0; v < w && !seen; v++)
-                seen = pl->workers[v].node == node;
-            if (!seen)
-                on[at[node + 1]++] = i;
-        }
+        for (size_t w = 0; w < pl->n_workers; w++)
+            if (first_on_node(pl, w))
+                on[at[pl->workers[w].node + 1]++] = i;
     }
     *ret_at = at;
     *ret_on = on;
