@@ -2,8 +2,9 @@
  * as a bitmap in node order and caught up from the cluster's change log (cluster.h)
  * when asked. A placement decision then visits the few nodes that could take the job,
  * in the order a full scan would (so ties and seeded draws land as before), and skips
- * the summary words of full stretches: its cost grows with the nodes that fit and the
- * nodes changed since the shape was last placed, not with the cluster. */
+ * stretches where nothing fits by a summary bit per bitmap word: its cost grows with
+ * the nodes that fit and the nodes changed since the shape was last placed, and only by
+ * a word per 4,096 nodes with the cluster. */
 #pragma once
 
 #include "core/cluster.h"
