@@ -288,17 +288,17 @@ typedef struct CycleStats {
 static void apply(Bench *b, const SchedDecisions *d, CycleStats *st)
 {
     for (size_t k = 0; k < d->n; k++) {
-        SchedJob *j = &b->jobs[d->d[k].job];
+        uint32_t id = d->d[k].job; /* SCHED_NONE for drains */
         switch (d->d[k].kind) {
         case SCHED_START:
-            b->running[b->n_running++] = j;
+            b->running[b->n_running++] = &b->jobs[id];
             st->starts++;
             break;
         case SCHED_PREEMPT:
             st->preempts++;
             break;
         case SCHED_MOVE:
-            sched_move_done(&b->s, j);
+            sched_move_done(&b->s, &b->jobs[id]);
             break;
         default:
             break;
