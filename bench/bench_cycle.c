@@ -335,7 +335,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     int64_t step_ms = 10 * 1000;
     const char *print = NULL;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "bench_cycle: %s needs a value\n", a);
@@ -362,7 +362,6 @@ int main(int argc, char **argv)
                     "       bench_cycle --print FILE.yaml [--scale K]\n");
             return 2;
         }
-        i++;
     }
     if (scale < 1 || cycles < 1 || step_ms < 1000) {
         fprintf(stderr, "bench_cycle: --scale, --cycles at least 1, --step-s at least 1\n");
