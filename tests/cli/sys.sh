@@ -134,6 +134,22 @@ submit() {
     ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/out")
 }
 
+# submit_training WORKERS GRACE: a research training job of WORKERS x 8 H100s running
+# examples/workloads/train.py (a step every 50 ms, a checkpoint every second, stopped
+# within GRACE), its id in TRAIN once it runs and has checkpointed. The command is the
+# interpreter itself: a wrapper in front of it (pyenv's shim is a shell script) dies of
+# a checkpoint signal that comes before python has its handler, on a loaded machine.
+submit_training() {
+    cp examples/workloads/train.py "$T/train.py"
+    tp=$(worker_python)
+    submit "{\"name\": \"train\", \"team\": \"research\", \"kind\": \"training\", \"workers\": $1, \"gpus\": 8,
+  \"gpu_models\": [\"H100-80GB-SXM5\"], \"preemptible\": true,
+  \"checkpoint\": {\"interval\": \"1s\", \"grace\": \"$2\"},
+  \"command\": [\"$tp\", \"$T/train.py\"], \"env\": {\"STEPS\": \"100000\", \"STEP_SECONDS\": \"0.05\"}}"
+    TRAIN=$ID
+    wait_for "$TRAIN" 'd["state"] == "running" and d["checkpoint"]' 30
+}
+
 # field ID EXPR: a Python expression over the job d (GET /jobs/ID), printed.
 field() {
     api GET "/api/v1/jobs/$1"

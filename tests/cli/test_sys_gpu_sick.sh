@@ -15,20 +15,13 @@ GPUORCH=${1:?usage: $0 PATH/TO/gpuorch}
 start_server
 start_agent h100-0 sim:H100-80GB-SXM5:8
 wait_nodes 1
-cp examples/workloads/train.py "$T/train.py"
-PYTHON=$(worker_python)
 cat >"$T/idle.sh" <<'SH'
 #!/bin/sh
 exec sleep 300
 SH
 chmod +x "$T/idle.sh"
 
-submit "{\"name\": \"train\", \"team\": \"research\", \"kind\": \"training\", \"gpus\": 8,
-  \"gpu_models\": [\"H100-80GB-SXM5\"], \"preemptible\": true,
-  \"checkpoint\": {\"interval\": \"1s\", \"grace\": \"20s\"},
-  \"command\": [\"$PYTHON\", \"$T/train.py\"], \"env\": {\"STEPS\": \"100000\", \"STEP_SECONDS\": \"0.05\"}}"
-TRAIN=$ID
-wait_for "$TRAIN" 'd["state"] == "running" and d["checkpoint"]' 30
+submit_training 1 20s
 json_ok "$T/out" '[w["node"] for w in d["placement"]] == ["h100-0"]'
 start_agent h100-1 sim:H100-80GB-SXM5:8
 wait_nodes 2

@@ -19,17 +19,8 @@ AGENT_ARGS="--address $(python3 -c 'import random; print("127.%d.%d.%d" % tuple(
 start_agent h100-0 sim:H100-80GB-SXM5:8
 start_agent h100-1 sim:H100-80GB-SXM5:8
 wait_nodes 2
-cp examples/workloads/train.py "$T/train.py"
-# the interpreter itself: a wrapper in front of it (pyenv's shim is a shell script) dies
-# of a checkpoint signal that comes before python has its handler, on a loaded machine
-PYTHON=$(worker_python)
 
-submit "{\"name\": \"train\", \"team\": \"research\", \"kind\": \"training\", \"workers\": 2, \"gpus\": 8,
-  \"gpu_models\": [\"H100-80GB-SXM5\"], \"preemptible\": true,
-  \"checkpoint\": {\"interval\": \"1s\", \"grace\": \"5s\"},
-  \"command\": [\"$PYTHON\", \"$T/train.py\"], \"env\": {\"STEPS\": \"100000\", \"STEP_SECONDS\": \"0.05\"}}"
-TRAIN=$ID
-wait_for "$TRAIN" 'd["state"] == "running" and d["checkpoint"]' 30
+submit_training 2 5s
 
 cat >"$T/serve.sh" <<'SH'
 #!/bin/sh

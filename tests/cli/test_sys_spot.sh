@@ -79,10 +79,6 @@ AGENT_ARGS="--spot-notice aws --metadata-url $IMDS --notice-poll-ms 200"
 start_agent h100-0 sim:H100-80GB-SXM5:8
 AGENT_ARGS=
 wait_nodes 1
-cp examples/workloads/train.py "$T/train.py"
-# the interpreter itself: a wrapper in front of it (pyenv's shim is a shell script) dies
-# of a checkpoint signal that comes before python has its handler, on a loaded machine
-PYTHON=$(worker_python)
 cat >"$T/idle.sh" <<'SH'
 #!/bin/sh
 echo "idle on $CUDA_VISIBLE_DEVICES"
@@ -91,12 +87,7 @@ SH
 chmod +x "$T/idle.sh"
 
 # Only h100-0 is up: the job lands there. Its grace (60 s) is longer than the notice.
-submit "{\"name\": \"train\", \"team\": \"research\", \"kind\": \"training\", \"gpus\": 8,
-  \"gpu_models\": [\"H100-80GB-SXM5\"], \"preemptible\": true,
-  \"checkpoint\": {\"interval\": \"1s\", \"grace\": \"60s\"},
-  \"command\": [\"$PYTHON\", \"$T/train.py\"], \"env\": {\"STEPS\": \"100000\", \"STEP_SECONDS\": \"0.05\"}}"
-TRAIN=$ID
-wait_for "$TRAIN" 'd["state"] == "running" and d["checkpoint"]' 30
+submit_training 1 60s
 json_ok "$T/out" '[w["node"] for w in d["placement"]] == ["h100-0"]'
 start_agent h100-1 sim:H100-80GB-SXM5:8
 wait_nodes 2
