@@ -165,43 +165,49 @@ printf '`large11.yaml` and `large44.yaml` are `%s --print examples/cluster-large
 
 echo "bench: the simulator at 12.5k GPUs" >&2
 "$CYC" --print examples/cluster-mixed.yaml --scale 87 >"$TMP/mixed87.yaml"
-"$CYC" --print examples/mix-backlog.yaml --scale 87 >"$TMP/backlog87.yaml"
-"$BUILD/gpuorch" trace gen --mix "$TMP/backlog87.yaml" --hours 4 -o "$TMP/backlog87.csv" 2>"$TMP/gen.err"
-start=$(date +%s.%N)
-"$BUILD/gpuorch" sim --cluster "$TMP/mixed87.yaml" --trace "$TMP/backlog87.csv" --policy gpuorch >"$TMP/sim87"
-end=$(date +%s.%N)
-jobs=$(wc -l <"$TMP/backlog87.csv")
+
+# replay K HOURS: mix-backlog scaled K times, HOURS of arrivals, replayed on mixed87.yaml;
+# sets $jobs and $secs, the summary rows in $TMP/simK
+replay() {
+    "$CYC" --print examples/mix-backlog.yaml --scale "$1" >"$TMP/backlog$1.yaml"
+    "$BUILD/gpuorch" trace gen --mix "$TMP/backlog$1.yaml" --hours "$2" -o "$TMP/backlog$1.csv" \
+        2>"$TMP/gen.err"
+    start=$(date +%s.%N)
+    "$BUILD/gpuorch" sim --cluster "$TMP/mixed87.yaml" --trace "$TMP/backlog$1.csv" \
+        --policy gpuorch >"$TMP/sim$1"
+    end=$(date +%s.%N)
+    jobs=$(($(wc -l <"$TMP/backlog$1.csv") - 1))
+    secs=$(python3 -c "print(f'{$end - $start:.1f}')")
+}
+
+# a summary block: the sim's table rows of $TMP/simK
+summary() {
+    echo
+    echo '```'
+    sed -n 3,4p "$TMP/sim$1"
+    echo '```'
+    echo
+}
+
+replay 87 4
 {
     echo "The simulator at fleet scale: \`examples/cluster-mixed.yaml\` and \`examples/mix-backlog.yaml\`"
     echo "scaled 87 times (12,528 GPUs; \`$CYC --print FILE --scale 87\`), four hours of arrivals"
-    echo "(\`gpuorch trace gen --mix backlog87.yaml --hours 4\`: $((jobs - 1)) jobs), replayed with"
+    echo "(\`gpuorch trace gen --mix backlog87.yaml --hours 4\`: $jobs jobs), replayed with"
     echo "\`gpuorch sim --cluster mixed87.yaml --trace backlog87.csv --policy gpuorch\` in"
-    echo "$(python3 -c "print(f'{$end - $start:.1f}')") s (target: under 60 s; commit 77ca47c took 53.7 s). Its summary:"
-    echo
-    echo '```'
-    sed -n 3,4p "$TMP/sim87"
-    echo '```'
-    echo
+    echo "$secs s (target: under 60 s; commit 77ca47c took 53.7 s). Its summary:"
+    summary 87
 } >>"$OUT"
 
 # the same cluster overloaded: the mix's arrivals 360 times over, for one hour (four
 # times what the cluster runs): a deep queue through most of the replay
-"$CYC" --print examples/mix-backlog.yaml --scale 360 >"$TMP/backlog360.yaml"
-"$BUILD/gpuorch" trace gen --mix "$TMP/backlog360.yaml" --hours 1 -o "$TMP/backlog360.csv" 2>"$TMP/gen.err"
-start=$(date +%s.%N)
-"$BUILD/gpuorch" sim --cluster "$TMP/mixed87.yaml" --trace "$TMP/backlog360.csv" --policy gpuorch >"$TMP/sim360"
-end=$(date +%s.%N)
-jobs=$(wc -l <"$TMP/backlog360.csv")
+replay 360 1
 {
     echo "Overloaded: the same cluster with mix-backlog scaled 360 times over one hour"
-    echo "(\`--scale 360\`, \`--hours 1\`: $((jobs - 1)) jobs, four times what the cluster runs, so"
-    echo "thousands wait through most of the replay): $(python3 -c "print(f'{$end - $start:.1f}')") s."
+    echo "(\`--scale 360\`, \`--hours 1\`: $jobs jobs, four times what the cluster runs, so"
+    echo "thousands wait through most of the replay): $secs s."
     echo "This one misses the 60 s target: most of a cycle is now passes over the ~12,000 running"
     echo "jobs (see docs/ARCHITECTURE.md, how a cycle stays bounded). Commit 77ca47c had not"
     echo "finished it after 12 minutes of CPU. Its summary:"
-    echo
-    echo '```'
-    sed -n 3,4p "$TMP/sim360"
-    echo '```'
-    echo
+    summary 360
 } >>"$OUT"
